@@ -1,0 +1,41 @@
+"""raytrace_kit: make Ray programs debuggable.
+
+Decorate Ray remote functions and actor classes with :func:`debuggable`; every call then
+leaves structured events in the Ray session log directory of the node that ran it.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from raytrace_kit._decorate import debuggable
+from raytrace_kit._events import get_logger, read_events
+from raytrace_kit._options import DebugOptions
+from raytrace_kit._paths import log_dir
+from raytrace_kit._submit import DebuggableActorClass, DebuggableFunction
+from raytrace_kit.exceptions import (
+    InvalidOptionError,
+    InvalidTargetError,
+    RaytraceKitError,
+    RaytraceKitWarning,
+)
+
+try:
+    __version__ = version("raytrace_kit")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "DebugOptions",
+    "DebuggableActorClass",
+    "DebuggableFunction",
+    "InvalidOptionError",
+    "InvalidTargetError",
+    "RaytraceKitError",
+    "RaytraceKitWarning",
+    "__version__",
+    "debuggable",
+    "get_logger",
+    "log_dir",
+    "read_events",
+]

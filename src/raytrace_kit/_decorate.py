@@ -1,0 +1,127 @@
+"""``debuggable()``: turns a function, class, remote function or actor class into a proxy."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+import ray
+from ray.actor import ActorClass
+from ray.remote_function import RemoteFunction
+from typing_extensions import ParamSpec, Unpack
+
+from raytrace_kit._options import DebugOptions, KitOptions
+from raytrace_kit._submit import (
+    DebuggableActorClass,
+    DebuggableFunction,
+    _Debuggable,
+    python_class_of,
+    python_function_of,
+)
+from raytrace_kit.exceptions import InvalidTargetError
+
+__all__ = ["debuggable"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_T = TypeVar("_T")
+
+_Decorated = DebuggableFunction[..., Any] | DebuggableActorClass[Any]
+
+
+@overload
+def debuggable(target: type[_T], /) -> DebuggableActorClass[_T]: ...
+@overload
+def debuggable(target: Callable[_P, _R], /) -> DebuggableFunction[_P, _R]: ...
+@overload
+def debuggable(target: Any, /) -> _Decorated: ...
+@overload
+def debuggable(
+    target: None = None, /, **options: Unpack[KitOptions]
+) -> Callable[[Any], _Decorated]: ...
+
+
+def debuggable(target: Any = None, /, **options: Any) -> Any:
+    """Instrument a Ray remote function or actor class; every call of it is logged.
+
+    Use it bare or with keywords, outermost, above ``@ray.remote``. Given a plain function
+    or class it applies ``ray.remote`` itself.
+
+    Every execution (a task, an actor's ``__init__``, each actor method call) writes a
+    ``call.start`` and a ``call.end`` event, with the Ray ids, timing, status and memory
+    figures, to the event file of the process that ran it, in that node's
+    :func:`~raytrace_kit.log_dir`. Results, exceptions and retries are exactly those of
+    plain Ray.
+
+    Args:
+        target: What to instrument: a function, a class, a ``@ray.remote`` function or a
+            ``@ray.remote`` actor class. Omit it to get a decorator.
+        **options: raytrace_kit options (``log: bool = True``: write call events).
+
+    Returns:
+        A :class:`DebuggableFunction` or :class:`DebuggableActorClass`, or, without
+        ``target``, a decorator that returns one.
+
+    Raises:
+        InvalidTargetError: ``target`` is not something Ray can run remotely.
+        InvalidOptionError: An unknown option, or a value of the wrong type.
+
+    Example:
+        >>> import ray
+        >>> from raytrace_kit import debuggable
+        >>> @debuggable(log=True)
+        ... @ray.remote(num_cpus=1)
+        ... def transform(batch):
+        ...     return [x * 2 for x in batch]
+    """
+    kit_options = DebugOptions().replace(**options)  # validate at decoration time
+    if target is None:
+
+        def decorate(obj: Any) -> _Decorated:
+            return _wrap(obj, kit_options, options)
+
+        return decorate
+    return _wrap(target, kit_options, options)
+
+
+def _wrap(target: Any, options: DebugOptions, given: dict[str, Any]) -> _Decorated:
+    if isinstance(target, _Debuggable):
+        # Decorated twice: the options given here change those of the inner decorator.
+        return target.with_debug(**given)
+    if isinstance(target, RemoteFunction):
+        return DebuggableFunction(target, python_function_of(target), options)
+    if isinstance(target, ActorClass):
+        return DebuggableActorClass(target, python_class_of(target), options)
+    if inspect.isclass(target):
+        return DebuggableActorClass(ray.remote(target), target, options)
+    if inspect.iscoroutinefunction(target):
+        msg = (
+            f"@debuggable cannot make {target.__qualname__!r} a Ray task: 'async def' "
+            "functions cannot be remote tasks in Ray. Wrap the body with "
+            "asyncio.run(...) in a plain function, or make it a method of an actor class."
+        )
+        raise InvalidTargetError(msg)
+    if inspect.isfunction(target):
+        return DebuggableFunction(ray.remote(target), target, options)
+    raise InvalidTargetError(_describe_bad_target(target))
+
+
+def _describe_bad_target(target: Any) -> str:
+    kind = type(target).__name__
+    if isinstance(target, ray.actor.ActorHandle):
+        hint = "decorate the actor class, before calling .remote() on it"
+    elif isinstance(target, ray.actor.ActorMethod):
+        hint = "decorate the whole actor class; every method is then instrumented"
+    elif callable(target):
+        hint = (
+            "Ray runs only functions and classes remotely; wrap this callable in a "
+            "plain 'def' and decorate that"
+        )
+    else:
+        hint = "apply @debuggable to a function or class definition"
+    return (
+        f"@debuggable expects a function, a class, a @ray.remote function or a "
+        f"@ray.remote actor class; got {target!r} (type {kind}). Fix: {hint}. "
+        "Put @debuggable outermost, above @ray.remote."
+    )

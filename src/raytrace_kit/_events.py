@@ -1,0 +1,302 @@
+"""The event pipeline: structlog processors, the JSON Lines writer, and reading events back.
+
+Library events (``call.start``, ``call.end``) and the user's own ``get_logger()`` events
+go through the same processors and the same per-process file, so they share one schema.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterable, MutableMapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import structlog
+from structlog.typing import FilteringBoundLogger, Processor, WrappedLogger
+
+from raytrace_kit import _identity, _paths, _state
+from raytrace_kit.exceptions import RaytraceKitWarning
+
+__all__ = [
+    "CURRENT_CALL",
+    "ActiveCall",
+    "EventWriter",
+    "emit",
+    "get_logger",
+    "read_events",
+    "report_failure",
+]
+
+
+
+class ActiveCall:
+    """The instrumented call running in this thread or coroutine.
+
+    Attributes:
+        fields: The call's event fields (``call_id``, ``function``, Ray ids, ...).
+        owner: ``id()`` of the actor instance running the call, ``None`` for tasks.
+        started: ``time.perf_counter()`` at the start of the call.
+    """
+
+    __slots__ = ("fields", "owner", "started")
+
+    def __init__(self, fields: dict[str, Any], owner: int | None) -> None:
+        self.fields = fields
+        self.owner = owner
+        self.started = time.perf_counter()
+
+
+# The worker sets it around every call; get_logger() events pick the fields up from here.
+CURRENT_CALL: contextvars.ContextVar[ActiveCall | None] = contextvars.ContextVar(
+    "raytrace_kit_current_call", default=None
+)
+
+_FIRST_KEYS = ("timestamp", "level", "event")
+
+
+class EventWriter:
+    """Appends complete lines to one JSON Lines file.
+
+    Each line goes to the kernel in one ``os.write`` on an ``O_APPEND`` descriptor, under a
+    lock: it is on disk for every reader as soon as :meth:`write` returns (a SIGKILL of this
+    process loses nothing already written), and lines from concurrent threads never
+    interleave.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def write(self, line: bytes) -> None:
+        """Append ``line`` (which ends in a newline).
+
+        Raises:
+            OSError: The file cannot be opened or written.
+        """
+        with self._lock:
+            pid = os.getpid()
+            if self._fd is None or self._pid != pid:
+                # After a fork the child reopens: sharing the parent's file would put two
+                # processes' events in a file named after one pid.
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(
+                    self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
+                )
+                self._pid = pid
+            view = memoryview(line)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+
+    def close(self) -> None:
+        """Close the file; a later :meth:`write` reopens it."""
+        with self._lock:
+            if self._fd is not None and self._pid == os.getpid():
+                os.close(self._fd)
+            self._fd = None
+
+
+_worker_writer: EventWriter | None = None
+
+
+def _writer() -> EventWriter:
+    """Return the event file of this process, for the current session."""
+    global _worker_writer  # noqa: PLW0603 -- per-process cache for the worker hot path
+    writer = _worker_writer
+    if writer is not None and writer._pid in (-1, os.getpid()):  # noqa: SLF001
+        return writer
+    identity = _identity.process_identity()
+    path = _paths.log_dir() / _paths.event_file_name(identity.node_id, identity.pid)
+    state = _state.state
+    writer = state.writers.get(path)
+    if writer is None:
+        with _state.lock:
+            writer = state.writers.setdefault(path, EventWriter(path))
+    if identity.is_worker:
+        # A worker belongs to one session for life: resolve its file once.
+        _worker_writer = writer
+    return writer
+
+
+def report_failure(key: str, what: str, exc: BaseException) -> None:
+    """Report an instrumentation failure once per process: a warning and a stderr event.
+
+    The event goes to stderr because the failure is usually that the event file cannot be
+    written; in a Ray worker, stderr lands in the worker's log in the session directory.
+    """
+    state = _state.state
+    if key in state.warned:
+        return
+    state.warned.add(key)
+    message = f"raytrace_kit: {what} ({type(exc).__name__}: {exc}); the call goes on."
+    try:
+        record = {
+            "timestamp": _now(),
+            "level": "warning",
+            "event": "instrumentation.error",
+            "what": what,
+            "error_type": type(exc).__name__,
+            "error": str(exc),
+            "pid": os.getpid(),
+        }
+        sys.stderr.write(json.dumps(record) + "\n")
+        warnings.warn(message, RaytraceKitWarning, stacklevel=3)
+    except RaytraceKitWarning:
+        raise  # a test or user turned our warnings into errors: honour that
+    except Exception:  # noqa: BLE001, S110 -- reporting must never break the call
+        pass
+
+
+# --- processors (structlog's protocol: (logger, method_name, event_dict) -> event_dict) ---
+
+
+def _now() -> str:
+    # Fixed width (always microseconds, always +00:00), so timestamps sort as strings.
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _add_context(
+    _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Add the current call's fields, or this process's ids outside of calls."""
+    call = CURRENT_CALL.get()
+    if call is None:
+        identity = _identity.process_identity()
+        context: dict[str, Any] = {
+            "job_id": identity.job_id,
+            "node_id": identity.node_id,
+            "worker_id": identity.worker_id,
+            "pid": identity.pid,
+        }
+    else:
+        context = dict(call.fields)
+    context.update(event_dict)  # what the user bound or passed wins
+    return context
+
+
+def _add_level(
+    _logger: WrappedLogger, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    if "level" not in event_dict:
+        event_dict["level"] = "warning" if method == "warn" else method
+    return event_dict
+
+
+def _add_timestamp(
+    _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    event_dict["timestamp"] = _now()
+    return event_dict
+
+
+def _to_json_line(
+    _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
+) -> bytes:
+    ordered = {key: event_dict.pop(key, None) for key in _FIRST_KEYS}
+    ordered.update(event_dict)
+    text = json.dumps(ordered, default=repr, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "backslashreplace") + b"\n"
+
+
+_PROCESSORS: tuple[Processor, ...] = (
+    _add_context,
+    _add_level,
+    _add_timestamp,
+    structlog.processors.format_exc_info,
+    _to_json_line,
+)
+
+
+class _FileSink:
+    """The logger at the end of our structlog chain: writes rendered lines to the file."""
+
+    def msg(self, line: bytes) -> None:
+        try:
+            _writer().write(line)
+        except Exception as exc:  # noqa: BLE001 -- logging must never break user code
+            report_failure("write-events", "cannot write the event file", exc)
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
+
+
+_SINK = _FileSink()
+_BoundLogger = structlog.make_filtering_bound_logger(logging.NOTSET)
+
+
+def get_logger(**bound: Any) -> FilteringBoundLogger:
+    """Return a structlog logger whose events land in raytrace_kit's event files.
+
+    Inside an instrumented call, every event carries that call's fields (``call_id``,
+    ``function``, ``task_id``, ``actor_id``, ...) and goes to the file of the worker that
+    runs it. Elsewhere (the driver, a notebook) events carry this process's Ray ids and go
+    to this process's file in :func:`raytrace_kit.log_dir`.
+
+    The logger uses its own processor chain: it neither reads nor changes
+    ``structlog.configure()`` or the ``logging`` configuration of the program.
+
+    Args:
+        **bound: Key-value pairs added to every event of this logger.
+
+    Returns:
+        A structlog bound logger (``info``, ``warning``, ``error``, ``exception``, ``bind``...).
+
+    Example:
+        >>> log = get_logger(stage="load")
+        >>> log.info("batch.loaded", rows=128)
+    """
+    logger: FilteringBoundLogger = _BoundLogger(_SINK, list(_PROCESSORS), {})
+    return logger.bind(**bound) if bound else logger
+
+
+def emit(event: str, level: str, fields: dict[str, Any]) -> None:
+    """Write one library event (the hot path: no logger object, same processors)."""
+    try:
+        fields["event"] = event
+        fields["level"] = level
+        fields["timestamp"] = _now()
+        _writer().write(_to_json_line(None, level, fields))
+    except Exception as exc:  # noqa: BLE001 -- instrumentation must never break the call
+        report_failure("write-events", "cannot write the event file", exc)
+
+
+def read_events(path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """Parse raytrace_kit event files into a list of dicts, sorted by time.
+
+    Args:
+        path: An event file, or a directory searched recursively for ``events-*.jsonl``.
+            Defaults to :func:`raytrace_kit.log_dir` (this node's files for the current
+            session; on a single machine that includes every node of a local cluster).
+
+    Returns:
+        Every event, oldest first. A truncated last line (a process killed while writing)
+        is skipped, and so is any line that is not a JSON object.
+    """
+    root = Path(path) if path is not None else _paths.log_dir()
+    files: Iterable[Path] = (
+        [root] if root.is_file() else sorted(root.rglob("events-*.jsonl"))
+    )
+    events: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            data = file.read_bytes()
+        except OSError:
+            continue  # removed or unreadable while we listed: nothing to report
+        for line in data.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                events.append(event)
+    events.sort(key=lambda event: str(event.get("timestamp", "")))
+    return events

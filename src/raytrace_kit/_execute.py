@@ -1,0 +1,310 @@
+"""Worker side: the one boundary around each call (context, events, memory figures).
+
+The driver bakes a :class:`CallSpec` into the function or class Ray ships, so a worker
+never reads driver state. Everything here runs in the process that executes the call.
+Instrumentation failures are caught at this boundary and reported; the user's call runs
+and its result or exception passes through untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import time
+import types
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from raytrace_kit import _events, _identity
+from raytrace_kit._options import DebugOptions
+
+__all__ = ["CallSpec", "instrument_class", "instrument_function"]
+
+_T = TypeVar("_T")
+_ERROR_CHARS = 2000  # enough for any useful message; bounds one runaway str(exc)
+
+
+@dataclass(frozen=True, slots=True)
+class CallSpec:
+    """What the worker needs to know about the callable it instruments.
+
+    Attributes:
+        function: Qualified name (``module.function`` or ``module.Class.method``).
+        kind: ``task``, ``actor_init`` or ``actor_method``.
+        options: The raytrace_kit options in force for these calls.
+    """
+
+    function: str
+    kind: str
+    options: DebugOptions
+
+
+def _begin(spec: CallSpec, owner: int | None) -> _events.ActiveCall | None:
+    try:
+        identity = _identity.process_identity()
+        task_id, actor_id, attempt = _identity.call_ids()
+        call = _events.ActiveCall(
+            {
+                "call_id": os.urandom(8).hex(),
+                "function": spec.function,
+                "kind": spec.kind,
+                "mode": "ray",
+                "task_id": task_id,
+                "actor_id": actor_id,
+                "job_id": identity.job_id,
+                "node_id": identity.node_id,
+                "worker_id": identity.worker_id,
+                "pid": identity.pid,
+                "attempt": attempt,
+            },
+            owner,
+        )
+        if spec.options.log:
+            _events.emit("call.start", "info", dict(call.fields))
+    except Exception as exc:  # noqa: BLE001 -- the boundary: report, then run the call
+        _events.report_failure("begin-call", "cannot instrument the call", exc)
+        return None
+    return call
+
+
+def _end(spec: CallSpec, call: _events.ActiveCall | None, exc: BaseException | None) -> None:
+    if call is None or not spec.options.log:
+        return
+    try:
+        fields = dict(call.fields)
+        fields["duration_s"] = round(time.perf_counter() - call.started, 6)
+        if exc is None:
+            fields["status"] = "ok"
+        else:
+            fields["status"] = "error"
+            fields["error_type"] = type(exc).__name__
+            fields["error"] = str(exc)[:_ERROR_CHARS]
+        fields.update(_identity.memory_fields())
+        _events.emit("call.end", "info" if exc is None else "error", fields)
+    except Exception as exc2:  # noqa: BLE001 -- the boundary: report, keep the result
+        _events.report_failure("end-call", "cannot record the end of the call", exc2)
+
+
+def _reset(token: Any) -> None:
+    try:
+        _events.CURRENT_CALL.reset(token)
+    except (ValueError, RuntimeError):
+        # A generator resumed from another context: the var belongs to that context and
+        # is discarded with it.
+        pass
+
+
+def run(
+    spec: CallSpec,
+    fn: Callable[..., _T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    owner: int | None = None,
+) -> _T:
+    """Run ``fn(*args, **kwargs)`` as one instrumented call."""
+    call = _begin(spec, owner)
+    token = _events.CURRENT_CALL.set(call)
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as exc:
+        _end(spec, call, exc)
+        raise
+    finally:
+        _reset(token)
+    _end(spec, call, None)
+    return result
+
+
+def run_generator(
+    spec: CallSpec,
+    fn: Callable[..., Iterator[Any]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    owner: int | None = None,
+) -> Iterator[Any]:
+    """Run a generator function as one call that ends when the generator is exhausted."""
+    call = _begin(spec, owner)
+    token = _events.CURRENT_CALL.set(call)
+    try:
+        result = yield from fn(*args, **kwargs)
+    except BaseException as exc:
+        _end(spec, call, exc)
+        raise
+    finally:
+        _reset(token)
+    _end(spec, call, None)
+    return result
+
+
+async def run_async(
+    spec: CallSpec,
+    fn: Callable[..., Coroutine[Any, Any, _T]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    owner: int | None = None,
+) -> _T:
+    """Run a coroutine function as one call (each asyncio task has its own context)."""
+    call = _begin(spec, owner)
+    token = _events.CURRENT_CALL.set(call)
+    try:
+        result = await fn(*args, **kwargs)
+    except BaseException as exc:
+        _end(spec, call, exc)
+        raise
+    finally:
+        _reset(token)
+    _end(spec, call, None)
+    return result
+
+
+async def run_async_generator(
+    spec: CallSpec,
+    fn: Callable[..., AsyncIterator[Any]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    owner: int | None = None,
+) -> AsyncIterator[Any]:
+    """Run an async generator function as one call."""
+    call = _begin(spec, owner)
+    token = _events.CURRENT_CALL.set(call)
+    try:
+        async for item in fn(*args, **kwargs):
+            yield item
+    except BaseException as exc:
+        _end(spec, call, exc)
+        raise
+    finally:
+        _reset(token)
+    _end(spec, call, None)
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.qualname`` of a function or class, as events report it."""
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+def instrument_function(fn: Callable[..., Any], options: DebugOptions) -> Callable[..., Any]:
+    """Return the function Ray runs as a task in place of ``fn``.
+
+    The result keeps ``fn``'s name, module, docs, ``__wrapped__`` and kind (plain or
+    generator), so Ray validates arguments against ``fn``'s signature at submission and
+    treats a generator as a generator task.
+    """
+    spec = CallSpec(qualified_name(fn), "task", options)
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator_task(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            return (yield from run_generator(spec, fn, args, kwargs))
+
+        return generator_task
+
+    @functools.wraps(fn)
+    def task(*args: Any, **kwargs: Any) -> Any:
+        return run(spec, fn, args, kwargs)
+
+    return task
+
+
+def _inside_call_of(instance: object) -> bool:
+    """Whether a call of this same actor instance is running in this context.
+
+    A method calling another method of its own instance (``self.helper()``) is part of
+    the running call, not a new one: such calls pass straight through.
+    """
+    active = _events.CURRENT_CALL.get()
+    return active is not None and active.owner == id(instance)
+
+
+def _instrument_method(method: Callable[..., Any], spec: CallSpec) -> Callable[..., Any]:
+    # These closures are pickled by value with the class: they may reference only
+    # module-level names (pickled by reference), spec and method.
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def async_method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _inside_call_of(self):
+                return await method(self, *args, **kwargs)
+            return await run_async(spec, method, (self, *args), kwargs, id(self))
+
+        return async_method
+    if inspect.isasyncgenfunction(method):
+
+        @functools.wraps(method)
+        async def async_generator_method(
+            self: Any, *args: Any, **kwargs: Any
+        ) -> AsyncIterator[Any]:
+            if _inside_call_of(self):
+                inner = method(self, *args, **kwargs)
+            else:
+                inner = run_async_generator(spec, method, (self, *args), kwargs, id(self))
+            async for item in inner:
+                yield item
+
+        return async_generator_method
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generator_method(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            if _inside_call_of(self):
+                return (yield from method(self, *args, **kwargs))
+            return (
+                yield from run_generator(spec, method, (self, *args), kwargs, id(self))
+            )
+
+        return generator_method
+
+    @functools.wraps(method)
+    def sync_method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _inside_call_of(self):
+            return method(self, *args, **kwargs)
+        return run(spec, method, (self, *args), kwargs, id(self))
+
+    return sync_method
+
+
+def _default_init(self: Any) -> None:
+    """Stand-in ``__init__`` for classes without one, so actor creation is a call too."""
+
+
+def _actor_methods(cls: type) -> dict[str, Callable[..., Any]]:
+    """Instance methods of ``cls`` (own and inherited) that Ray can call remotely."""
+    methods: dict[str, Callable[..., Any]] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # base classes first, object excluded
+        for name, attr in vars(klass).items():
+            if name.startswith("__") and name != "__init__":
+                methods.pop(name, None)
+                continue
+            if inspect.isfunction(attr):
+                methods[name] = attr
+            else:
+                # A staticmethod, classmethod or property overriding a base method.
+                methods.pop(name, None)
+    return methods
+
+
+def instrument_class(cls: type[_T], options: DebugOptions) -> type[_T]:
+    """Return a subclass of ``cls`` whose ``__init__`` and methods are instrumented.
+
+    Sync, ``async def``, generator and async generator methods keep their kind, and
+    ``@ray.method(...)`` settings (copied with the function's ``__dict__``) keep working.
+    The subclass keeps the name, qualified name, module and docs of ``cls``.
+    """
+    prefix = qualified_name(cls)
+    namespace: dict[str, Any] = {}
+    methods = _actor_methods(cls)
+    if "__init__" not in methods:
+        methods["__init__"] = _default_init
+    for name, method in methods.items():
+        kind = "actor_init" if name == "__init__" else "actor_method"
+        spec = CallSpec(f"{prefix}.{name}", kind, options)
+        namespace[name] = _instrument_method(method, spec)
+    instrumented = types.new_class(
+        cls.__name__, (cls,), exec_body=lambda ns: ns.update(namespace)
+    )
+    instrumented.__qualname__ = cls.__qualname__
+    instrumented.__module__ = cls.__module__
+    instrumented.__doc__ = cls.__doc__
+    return instrumented

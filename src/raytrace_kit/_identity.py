@@ -1,0 +1,124 @@
+"""Who and where this process is: Ray ids, pid, and its memory figures."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+try:
+    import resource
+except ImportError:  # Windows has no resource module
+    resource = None  # type: ignore[assignment]
+
+__all__ = ["ProcessIdentity", "call_ids", "memory_fields", "process_identity"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    """The Ray ids that stay fixed for the life of one process.
+
+    Field names match those of ``ray.LoggingConfig(encoding="JSON")``.
+    """
+
+    job_id: str | None
+    node_id: str | None
+    worker_id: str | None
+    pid: int
+    is_worker: bool
+
+
+_worker_identity: ProcessIdentity | None = None
+
+
+def process_identity() -> ProcessIdentity:
+    """Return this process's identity; cached in Ray workers, whose ids never change."""
+    global _worker_identity  # noqa: PLW0603 -- a per-process cache, never reset by users
+    if _worker_identity is not None and _worker_identity.pid == os.getpid():
+        return _worker_identity
+    if not ray.is_initialized():
+        return ProcessIdentity(None, None, None, os.getpid(), is_worker=False)
+    worker = ray._private.worker.global_worker  # noqa: SLF001 -- mode has no public getter
+    ctx = ray.get_runtime_context()
+    identity = ProcessIdentity(
+        job_id=ctx.get_job_id(),
+        node_id=ctx.get_node_id(),
+        worker_id=ctx.get_worker_id(),
+        pid=os.getpid(),
+        is_worker=worker.mode == ray.WORKER_MODE,
+    )
+    if identity.is_worker:
+        _worker_identity = identity
+    return identity
+
+
+def call_ids() -> tuple[str | None, str | None, int | None]:
+    """Return ``(task_id, actor_id, attempt)`` of the Ray task running in this thread.
+
+    Reads the core worker directly: the public runtime context gives the same task and
+    actor ids (thread- and coroutine-aware), but has no getter for the attempt number.
+    Each read costs well under a microsecond.
+    """
+    worker = ray._private.worker.global_worker  # noqa: SLF001 -- see docstring
+    try:
+        task = worker.current_task_id
+        task_id = None if task.is_nil() else task.hex()
+        actor = worker.actor_id
+        actor_id = None if actor.is_nil() else actor.hex()
+        attempt: int | None = worker.core_worker.get_current_task_attempt_number()
+    except Exception:  # noqa: BLE001 -- ids are best effort; the call must go on
+        return None, None, None
+    return task_id, actor_id, attempt
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_statm_fd: int | None = None
+_statm_pid = -1
+
+
+def memory_fields() -> dict[str, Any]:
+    """Return ``rss_bytes``, ``rss_minus_shr_bytes`` and ``max_rss_bytes`` of this process.
+
+    RSS minus SHR is the per-process figure Ray's memory docs recommend: SHR is mostly
+    the object store's shared memory, which RSS counts in every process that maps it.
+    On Linux the figures come from ``/proc/self/statm`` (kept open, read with ``pread``);
+    elsewhere only the high-water mark is available and the other two are ``None``.
+    """
+    rss = shr = None
+    if sys.platform == "linux":
+        try:
+            rss, shr = _read_statm()
+        except OSError:
+            pass
+    max_rss = _max_rss()
+    if max_rss is not None and rss is not None:
+        # The kernel updates the high-water mark lazily; it is never below current RSS.
+        max_rss = max(max_rss, rss)
+    return {
+        "rss_bytes": rss,
+        "rss_minus_shr_bytes": None if rss is None or shr is None else rss - shr,
+        "max_rss_bytes": max_rss,
+    }
+
+
+def _read_statm() -> tuple[int, int]:
+    global _statm_fd, _statm_pid  # noqa: PLW0603 -- per-process file handle cache
+    pid = os.getpid()
+    if _statm_fd is None or _statm_pid != pid:
+        # A forked child inherits the parent's descriptor, which reads the parent's
+        # figures; reopen when the pid changes.
+        _statm_fd = os.open("/proc/self/statm", os.O_RDONLY)
+        _statm_pid = pid
+    fields = os.pread(_statm_fd, 128, 0).split()
+    return int(fields[1]) * _PAGE, int(fields[2]) * _PAGE
+
+
+def _max_rss() -> int | None:
+    if resource is None:
+        return None
+    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports kibibytes, macOS bytes.
+    return int(max_rss) if sys.platform == "darwin" else int(max_rss) * 1024

@@ -1,0 +1,72 @@
+"""The frozen settings that travel with each call, and their validation."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from raytrace_kit.exceptions import InvalidOptionError
+
+__all__ = ["DebugOptions", "KitOptions", "validate_option_names"]
+
+
+@dataclass(frozen=True, slots=True)
+class DebugOptions:
+    """How raytrace_kit instruments the calls of one debuggable function or actor class.
+
+    Instances are immutable, hashable and small: they are baked into the instrumented
+    function that Ray ships to workers, and serve as cache keys on the driver.
+
+    Attributes:
+        log: Emit ``call.start`` / ``call.end`` events for every execution.
+    """
+
+    log: bool = True
+
+    def replace(self, **changes: Any) -> DebugOptions:
+        """Return a copy with ``changes`` applied, after validating them.
+
+        Raises:
+            InvalidOptionError: An unknown keyword, or a value of the wrong type.
+        """
+        if not changes:
+            return self
+        validate_option_names(changes)
+        return dataclasses.replace(self, **changes)
+
+
+class KitOptions(TypedDict, total=False):
+    """The keyword options of ``debuggable()`` and ``.with_debug()``, for type checkers."""
+
+    log: bool
+
+
+# One entry per option: the accepted types and how to describe them in an error.
+_OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "log": ((bool,), "a bool"),
+}
+
+
+def validate_option_names(options: dict[str, Any]) -> None:
+    """Check raytrace_kit keyword options, naming the problem and the fix.
+
+    Raises:
+        InvalidOptionError: An unknown keyword, or a value of the wrong type.
+    """
+    for name, value in options.items():
+        spec = _OPTION_TYPES.get(name)
+        if spec is None:
+            valid = ", ".join(sorted(_OPTION_TYPES))
+            msg = (
+                f"unknown raytrace_kit option {name!r}; valid options are: {valid}. "
+                "Ray options such as num_cpus belong in @ray.remote(...) or .options(...)."
+            )
+            raise InvalidOptionError(msg, name)
+        types, description = spec
+        if not isinstance(value, types):
+            msg = (
+                f"raytrace_kit option {name}={value!r} has type "
+                f"{type(value).__name__}; expected {description}."
+            )
+            raise InvalidOptionError(msg, name)

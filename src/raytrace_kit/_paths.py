@@ -1,0 +1,72 @@
+"""Where raytrace_kit writes: :func:`log_dir` and the names of the files in it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import ray
+
+from raytrace_kit import _state
+
+__all__ = ["ENV_LOG_DIR", "event_file_name", "log_dir"]
+
+ENV_LOG_DIR = "RAYTRACE_LOG_DIR"
+
+# Ray's log monitor tails top-level ``worker*`` files; a subdirectory keeps ours out of it.
+_SUBDIR = "raytrace_kit"
+
+
+def log_dir() -> Path:
+    """Return this node's raytrace_kit directory for the current Ray session.
+
+    The directory is ``<ray temp dir>/<session name>/logs/raytrace_kit/``, found through
+    the public runtime context, so it is right with a custom ``_temp_dir`` and with several
+    clusters on one machine. Ray's dashboard can serve the files in it, and
+    ``ray.util.state.list_logs(glob_filter="raytrace_kit/*")`` lists them.
+
+    The environment variable ``RAYTRACE_LOG_DIR`` overrides the location in every process
+    that has it set (workers inherit the environment of the ``ray.init()`` that started a
+    local cluster; on a remote cluster set it through ``runtime_env={"env_vars": ...}``).
+    When Ray is not initialized, the directory is a fresh one under the system temp dir,
+    stable for the life of the process.
+
+    The directory is created if it does not exist yet (best effort: a directory that cannot
+    be created is reported when something is written to it, not here).
+
+    Returns:
+        The directory, as an absolute path.
+    """
+    override = os.environ.get(ENV_LOG_DIR)
+    if override:
+        path = Path(override).absolute()
+    elif ray.is_initialized():
+        ctx = ray.get_runtime_context()
+        path = Path(ctx.get_temp_dir(), ctx.get_session_name(), "logs", _SUBDIR)
+    else:
+        return _fallback_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # reported by the writer, which owns the warning
+    return path
+
+
+def _fallback_dir() -> Path:
+    state = _state.state
+    if state.fallback_dir is None:
+        with _state.lock:
+            if state.fallback_dir is None:
+                state.fallback_dir = Path(tempfile.mkdtemp(prefix="raytrace_kit-"))
+    return state.fallback_dir
+
+
+def event_file_name(node_id: str | None, pid: int) -> str:
+    """Name of the event file of one process: ``events-<node id prefix>-<pid>.jsonl``.
+
+    Nodes started on one machine share a session directory, so the node id is in the name;
+    pids are unique on one machine, so the pair is unique within a directory.
+    """
+    node = node_id[:12] if node_id else "nonode"
+    return f"events-{node}-{pid}.jsonl"

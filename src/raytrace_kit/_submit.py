@@ -1,0 +1,239 @@
+"""Driver side: the debuggable proxies, their ``.remote``/``.options``/``.with_debug``.
+
+A proxy wraps the Ray object the user decorated (``__wrapped__``) and submits through an
+*instrumented variant* of it: a Ray remote function or actor class built from the same
+Python code with the instrumentation of :mod:`raytrace_kit._execute` baked in. Variants
+are built lazily, once per distinct :class:`~raytrace_kit._options.DebugOptions`, and
+shared by every proxy derived from the same decorated object, so ``.remote()`` costs one
+extra Python call over plain Ray.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import ray
+from typing_extensions import ParamSpec, Self
+
+from raytrace_kit._execute import instrument_class, instrument_function
+from raytrace_kit._options import DebugOptions
+
+if TYPE_CHECKING:
+    from ray.actor import ActorClass, ActorHandle
+    from ray.remote_function import RemoteFunction
+
+__all__ = ["DebuggableActorClass", "DebuggableFunction"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_T = TypeVar("_T")
+
+
+def _make_remote(target: Any, ray_options: dict[str, Any]) -> Any:
+    # ray.remote() with no options must be applied bare; it validates what it is given.
+    return ray.remote(**ray_options)(target) if ray_options else ray.remote(target)
+
+
+class _Debuggable:
+    """Shared machinery of the two proxies: identity, options, variants, pickling.
+
+    Attribute lookups the proxy does not answer fall through to ``__wrapped__``, the
+    object ``@debuggable`` was given, as they would on a ``functools.wraps`` wrapper.
+    """
+
+    def __init__(
+        self,
+        wrapped: Any,
+        python_object: Any,
+        options: DebugOptions,
+        ray_options: dict[str, Any] | None = None,
+        variants: dict[DebugOptions, Any] | None = None,
+    ) -> None:
+        self.__wrapped__ = wrapped
+        # The user's names and docs, not those of Ray's wrapper (RemoteFunction has no
+        # __name__ at all). Instance attributes win over the class's own __doc__.
+        self.__name__: str = python_object.__name__
+        self.__qualname__: str = python_object.__qualname__
+        self.__module__: str = python_object.__module__
+        self.__doc__: str | None = python_object.__doc__
+        self._python = python_object
+        self._options = options
+        self._ray_options = dict(ray_options or {})
+        # Shared by every proxy derived from one decorated object: DebugOptions -> the
+        # instrumented Ray remote function or actor class built for them.
+        self._variants = variants if variants is not None else {}
+        self._remote_target: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names not found on the proxy itself.
+        if name.startswith("__") or "__wrapped__" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["__wrapped__"], name)
+
+    @property
+    def debug_options(self) -> DebugOptions:
+        """The raytrace_kit options this object submits with."""
+        return self._options
+
+    # --- variants and targets ---
+
+    def _build_variant(self) -> Any:
+        raise NotImplementedError
+
+    def _variant(self) -> Any:
+        variant = self._variants.get(self._options)
+        if variant is None:
+            variant = self._build_variant()
+            # setdefault: two threads building at once agree on one variant.
+            variant = self._variants.setdefault(self._options, variant)
+        return variant
+
+    def _target(self) -> Any:
+        target = self._remote_target
+        if target is None:
+            variant = self._variant()
+            if self._ray_options:
+                target = variant.options(**self._ray_options)
+            else:
+                target = variant
+            self._remote_target = target
+        return target
+
+    def _derive(self, options: DebugOptions, ray_options: dict[str, Any]) -> Self:
+        return type(self)(
+            self.__wrapped__,
+            self._python,
+            options,
+            ray_options,
+            self._variants,
+        )
+
+    def options(self, **ray_options: Any) -> Self:
+        """Return a copy that submits with these Ray options (as ``.options()`` in Ray).
+
+        Ray validates the options here, so a bad option fails at this line.
+        """
+        merged = {**self._ray_options, **ray_options}
+        derived = self._derive(self._options, merged)
+        derived._target()  # noqa: SLF001 -- validate now, not at .remote()
+        return derived
+
+    def with_debug(self, **kit_options: Any) -> Self:
+        """Return a copy with changed raytrace_kit options, e.g. ``f.with_debug(log=False)``.
+
+        Raises:
+            InvalidOptionError: An unknown option or a value of the wrong type.
+        """
+        return self._derive(self._options.replace(**kit_options), self._ray_options)
+
+    def bind(self, *args: Any, **kwargs: Any) -> Any:
+        """Build a Ray DAG node from the instrumented function or class."""
+        return self._target().bind(*args, **kwargs)
+
+    # --- pickling: a proxy captured by a task's closure, or passed as an argument ---
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (
+                type(self),
+                self.__wrapped__,
+                self._python,
+                self._options,
+                self._ray_options,
+            ),
+        )
+
+    def __copy__(self) -> Self:
+        return self._derive(self._options, self._ray_options)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        return self.__copy__()
+
+    def __repr__(self) -> str:
+        kind = "actor class" if isinstance(self, DebuggableActorClass) else "function"
+        return (
+            f"<debuggable {kind} {self.__module__}.{self.__qualname__} "
+            f"{self._options}>"
+        )
+
+
+def _rebuild(
+    cls: type[_Debuggable],
+    wrapped: Any,
+    python_object: Any,
+    options: DebugOptions,
+    ray_options: dict[str, Any],
+) -> _Debuggable:
+    return cls(wrapped, python_object, options, ray_options)
+
+
+class DebuggableFunction(_Debuggable, Generic[_P, _R]):
+    """A Ray remote function whose every execution is instrumented in its worker.
+
+    It behaves like the ``RemoteFunction`` it wraps: ``.remote(...)`` returns exactly what
+    Ray returns, ``.options(...)`` takes Ray's options, other attributes fall through to
+    the wrapped object (``__wrapped__``). ``.with_debug(...)`` changes raytrace_kit's
+    options for the calls made through the copy it returns.
+    """
+
+    def remote(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
+        """Submit the task; returns an ``ObjectRef``, a list of them, or a generator."""
+        target = self._remote_target
+        if target is None:
+            target = self._target()
+        return target.remote(*args, **kwargs)
+
+    def _build_variant(self) -> RemoteFunction:
+        function = instrument_function(self._python, self._options)
+        return _make_remote(function, dict(self.__wrapped__._default_options))  # noqa: SLF001
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self._python)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        msg = (
+            f"debuggable remote function {self.__qualname__!r} cannot be called directly; "
+            f"use {self.__qualname__}.remote(...) and ray.get() the result."
+        )
+        raise TypeError(msg)
+
+
+class DebuggableActorClass(_Debuggable, Generic[_T]):
+    """A Ray actor class whose ``__init__`` and every method call are instrumented.
+
+    ``.remote(...)`` returns a real ``ActorHandle``; handles fetched later with
+    ``ray.get_actor(name)`` are instrumented too, since the instrumentation lives in the
+    class the actor process runs.
+    """
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle[_T]:
+        """Create the actor; returns its ``ActorHandle``."""
+        target = self._remote_target
+        if target is None:
+            target = self._target()
+        return target.remote(*args, **kwargs)  # type: ignore[no-any-return]
+
+    def _build_variant(self) -> ActorClass[_T]:
+        cls = instrument_class(self._python, self._options)
+        return _make_remote(cls, dict(self.__wrapped__._default_options))  # type: ignore[no-any-return]  # noqa: SLF001
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        msg = (
+            f"debuggable actor class {self.__qualname__!r} cannot be instantiated "
+            f"directly; use {self.__qualname__}.remote(...) to create the actor."
+        )
+        raise TypeError(msg)
+
+
+def python_function_of(remote_function: Any) -> Callable[..., Any]:
+    """The Python function a ``RemoteFunction`` was made from."""
+    return remote_function._function  # type: ignore[no-any-return]  # noqa: SLF001
+
+
+def python_class_of(actor_class: Any) -> type:
+    """The user's class an ``ActorClass`` was made from."""
+    return actor_class.__ray_metadata__.modified_class.__ray_actor_class__  # type: ignore[no-any-return]
