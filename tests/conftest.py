@@ -1,0 +1,71 @@
+"""Shared fixtures: one Ray instance for the whole session, and event helpers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+import ray
+
+import raytrace_kit
+from raytrace_kit import _state
+
+# Workers inherit the environment of the ray.init() that starts the local cluster; a
+# developer's own override must not redirect the files these tests look for.
+os.environ.pop("RAYTRACE_LOG_DIR", None)
+
+
+def start_shared_ray() -> None:
+    """Start the session's Ray instance if it is not running (it is shared by tests)."""
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
+@pytest.fixture
+def ray_session() -> Iterator[None]:
+    """A running Ray instance, shared by every test that asks for it.
+
+    Started once; restarted only after a test that needed its own cluster shut it down.
+    """
+    start_shared_ray()
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shutdown_ray_at_exit() -> Iterator[None]:
+    yield
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+_test_started = ""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state() -> Iterator[None]:
+    """Each test starts with raytrace_kit's process state reset and a new event window."""
+    global _test_started  # noqa: PLW0603 -- the window events_of() reads
+    _state.reset()
+    _test_started = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    yield
+    _state.reset()
+
+
+def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:
+    """Events of one debuggable written during the current test.
+
+    Matched by qualified name (the function, or the methods of a class), optionally of
+    one event type. Tests share one Ray session and its log directory, so events of
+    earlier tests are left out by time.
+    """
+    name = f"{function.__module__}.{function.__qualname__}"
+    return [
+        e
+        for e in raytrace_kit.read_events()
+        if e["timestamp"] >= _test_started
+        and (e.get("function") == name or str(e.get("function")).startswith(name + "."))
+        and (event is None or e["event"] == event)
+    ]
