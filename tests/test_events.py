@@ -1,0 +1,226 @@
+"""Tests for the event pipeline: schema, files, get_logger(), read_events(), failures."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+import ray
+import structlog
+from hypothesis import given
+from hypothesis import strategies as st
+from ray._common.logging_constants import LogKey
+
+import raytrace_kit
+from raytrace_kit import RaytraceKitWarning, debuggable, get_logger, read_events
+from raytrace_kit._events import _to_json_line
+
+from .conftest import events_of
+
+REQUIRED = {
+    "timestamp": str,
+    "level": str,
+    "event": str,
+    "call_id": str,
+    "function": str,
+    "kind": str,
+    "mode": str,
+    "task_id": str,
+    "job_id": str,
+    "node_id": str,
+    "worker_id": str,
+    "pid": int,
+    "attempt": int,
+}
+END_EXTRA = {
+    "duration_s": float,
+    "status": str,
+    "rss_bytes": int,
+    "rss_minus_shr_bytes": int,
+    "max_rss_bytes": int,
+}
+
+
+@debuggable
+@ray.remote
+def handle(record: dict[str, str]) -> int:
+    return len(record)
+
+
+@pytest.mark.usefixtures("ray_session")
+class TestSchema:
+    """call.start and call.end carry the documented fields, with the right types."""
+
+    def test_fields_and_types(self) -> None:
+        """Every documented field is present, typed, and consistent across the pair."""
+        assert ray.get(handle.remote({"a": "b"})) == 1
+        start, end = events_of(handle)
+        for event, fields in ((start, REQUIRED), (end, REQUIRED | END_EXTRA)):
+            for name, kind in fields.items():
+                assert isinstance(event[name], kind), (name, event[name])
+        assert (start["event"], end["event"]) == ("call.start", "call.end")
+        assert start["call_id"] == end["call_id"]
+        assert end["function"] == f"{__name__}.handle"
+        assert (end["kind"], end["mode"], end["status"]) == ("task", "ray", "ok")
+        assert end["actor_id"] is None
+        assert end["job_id"] == ray.get_runtime_context().get_job_id()
+        assert end["node_id"] == ray.get_runtime_context().get_node_id()
+        assert end["pid"] != os.getpid()
+        stamp = datetime.fromisoformat(end["timestamp"])
+        assert stamp.utcoffset() == timedelta(0)
+        assert 0 <= end["duration_s"] < 5
+        assert 0 < end["rss_minus_shr_bytes"] <= end["rss_bytes"] <= end["max_rss_bytes"]
+
+    def test_ray_id_fields_use_ray_logging_names(self) -> None:
+        """The Ray id fields are named as ray.LoggingConfig(encoding="JSON") names them."""
+        ray.get(handle.remote({}))
+        (end,) = events_of(handle, "call.end")
+        for key in (LogKey.JOB_ID, LogKey.NODE_ID, LogKey.WORKER_ID, LogKey.TASK_ID):
+            assert key.value in end
+        assert LogKey.ACTOR_ID.value in end
+
+    def test_argument_values_are_not_logged(self) -> None:
+        """Nothing of the arguments reaches the event file."""
+        secret = "sk-live-0123456789abcdef"
+        ray.get(handle.remote({"api_key": secret}))
+        (end,) = events_of(handle, "call.end")
+        text = b"".join(p.read_bytes() for p in raytrace_kit.log_dir().glob("events-*"))
+        assert secret.encode() not in text
+        assert b"api_key" not in text
+
+    def test_file_per_process_named_by_node_and_pid(self) -> None:
+        """Events go to events-<node prefix>-<pid>.jsonl, never a worker* file."""
+        ray.get(handle.remote({}))
+        (end,) = events_of(handle, "call.end")
+        path = raytrace_kit.log_dir() / f"events-{end['node_id'][:12]}-{end['pid']}.jsonl"
+        assert end["call_id"] in path.read_text()
+        assert not any(p.name.startswith("worker") for p in raytrace_kit.log_dir().iterdir())
+
+
+@pytest.mark.usefixtures("ray_session")
+class TestGetLogger:
+    """get_logger() writes user events with context, without touching global config."""
+
+    def test_inside_a_call_events_carry_the_call(self) -> None:
+        """A user event inside a task carries that call's id and lands beside it."""
+
+        @debuggable
+        @ray.remote
+        def step(rows: int) -> None:
+            raytrace_kit.get_logger(stage="load").info("batch.loaded", rows=rows)
+
+        ray.get(step.remote(128))
+        start, user, end = events_of(step)
+        assert user["event"] == "batch.loaded"
+        assert (user["stage"], user["rows"], user["level"]) == ("load", 128, "info")
+        assert user["call_id"] == start["call_id"] == end["call_id"]
+        assert user["task_id"] == start["task_id"]
+
+    def test_on_the_driver_events_go_to_the_driver_file(self) -> None:
+        """On the driver, events carry the driver's ids and go to the driver's file."""
+        log = get_logger(run="nightly")
+        try:
+            raise ZeroDivisionError("division by zero")  # noqa: TRY301
+        except ZeroDivisionError:
+            log.exception("driver.failed", attempt=2)
+        ctx = ray.get_runtime_context()
+        name = f"events-{ctx.get_node_id()[:12]}-{os.getpid()}.jsonl"
+        (event,) = read_events(raytrace_kit.log_dir() / name)
+        assert event["event"] == "driver.failed"
+        assert (event["run"], event["attempt"], event["level"]) == ("nightly", 2, "error")
+        assert event["worker_id"] == ctx.get_worker_id()
+        assert event["pid"] == os.getpid()
+        assert "ZeroDivisionError" in event["exception"]
+
+    def test_leaves_structlog_and_logging_configuration_alone(self) -> None:
+        """No structlog.configure(), no root logging change, no printing."""
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        was_configured = structlog.is_configured()
+        get_logger().info("hello")
+        ray.get(handle.remote({}))
+        assert structlog.is_configured() == was_configured
+        assert (root.handlers, root.level) == (handlers, level)
+
+
+class TestFailures:
+    """An unwritable log directory never breaks the user's program."""
+
+    def test_driver_unwritable_directory_warns_once(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Logging into a path that cannot be a directory warns once and goes on."""
+        blocker = tmp_path / "a-file"
+        blocker.write_text("")
+        monkeypatch.setenv("RAYTRACE_LOG_DIR", str(blocker / "sub"))
+        log = get_logger()
+        with pytest.warns(RaytraceKitWarning, match="cannot write the event file"):
+            log.info("first")
+        log.info("second")  # no second warning: pytest's filter turns one into an error
+
+    @pytest.mark.usefixtures("ray_session")
+    def test_worker_unwritable_directory_call_still_runs(self, tmp_path: Path) -> None:
+        """In a worker that cannot write events, results and errors are plain Ray's."""
+        blocker = tmp_path / "a-file"
+        blocker.write_text("")
+        env = {"env_vars": {"RAYTRACE_LOG_DIR": str(blocker / "sub")}}
+
+        @debuggable
+        @ray.remote(max_retries=0)
+        def divide(a: int, b: int) -> float:
+            return a / b
+
+        broken = divide.options(runtime_env=env)
+        assert ray.get(broken.remote(6, 3)) == 2
+        with pytest.raises(ZeroDivisionError):
+            ray.get(broken.remote(1, 0))
+        assert not (blocker.parent / "sub").exists()
+
+
+class TestReadEvents:
+    """read_events() parses what processes wrote, even when one died mid-line."""
+
+    def test_truncated_last_line_is_skipped(self, tmp_path: Path) -> None:
+        """A partial last line (a process killed while writing) is ignored."""
+        good = {"timestamp": "2026-01-01T00:00:00.000001+00:00", "event": "a"}
+        path = tmp_path / "events-x-1.jsonl"
+        path.write_text(json.dumps(good) + "\n" + '{"timestamp": "2026-01-01T00:0')
+        assert read_events(path) == [good]
+
+    def test_merges_files_recursively_sorted_by_time(self, tmp_path: Path) -> None:
+        """Events from several files and subdirectories come back oldest first."""
+        stamps = [f"2026-01-01T00:00:0{i}.000000+00:00" for i in range(4)]
+        (tmp_path / "node2").mkdir()
+        (tmp_path / "events-a-1.jsonl").write_text(
+            "".join(json.dumps({"timestamp": stamps[i], "n": i}) + "\n" for i in (0, 3))
+        )
+        (tmp_path / "node2" / "events-b-2.jsonl").write_text(
+            "".join(json.dumps({"timestamp": stamps[i], "n": i}) + "\n" for i in (1, 2))
+        )
+        (tmp_path / "unrelated.jsonl").write_text('{"n": 99}\n')
+        assert [e["n"] for e in read_events(tmp_path)] == [0, 1, 2, 3]
+
+    def test_missing_directory_gives_no_events(self, tmp_path: Path) -> None:
+        """A directory that does not exist (nothing logged yet) reads as empty."""
+        assert read_events(tmp_path / "nothing-here") == []
+
+    @given(
+        st.dictionaries(
+            st.text(min_size=1).filter(lambda k: k not in {"timestamp", "level", "event"}),
+            st.one_of(st.none(), st.booleans(), st.integers(), st.text()),
+            max_size=8,
+        ),
+        st.text(),
+    )
+    def test_rendered_lines_parse_back(self, fields: dict[str, object], name: str) -> None:
+        """Any fields render to one line that parses back to the same values."""
+        line = _to_json_line(None, "info", {"event": name, "level": "info", **fields})
+        assert line.endswith(b"\n")
+        assert line.count(b"\n") == 1
+        parsed = json.loads(line)
+        assert parsed == {"timestamp": None, "level": "info", "event": name, **fields}
+        assert list(parsed)[:3] == ["timestamp", "level", "event"]

@@ -1,0 +1,68 @@
+"""Multi-node: each node's events carry that node's id (ray.cluster_utils.Cluster)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+import raytrace_kit
+from raytrace_kit import debuggable
+
+from .conftest import events_of
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def three_nodes() -> Iterator[Cluster]:
+    """A head and two worker nodes, each with one CPU and a resource naming it."""
+    if ray.is_initialized():
+        ray.shutdown()  # a driver connects to one cluster; the shared one restarts later
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"node0": 1}, "include_dashboard": False},
+    )
+    for i in (1, 2):
+        cluster.add_node(num_cpus=1, resources={f"node{i}": 1})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@debuggable
+@ray.remote(num_cpus=0)
+def where() -> str:
+    return ray.get_runtime_context().get_node_id()
+
+
+@debuggable
+@ray.remote(num_cpus=0)
+class Resident:
+    def node(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+def test_each_node_events_carry_its_node_id(three_nodes: Cluster) -> None:
+    """Tasks and actors on three nodes log their own node's id, in per-node files."""
+    node_ids = []
+    for i in range(3):
+        node_id = ray.get(where.options(resources={f"node{i}": 0.01}).remote())
+        node_ids.append(node_id)
+    assert len(set(node_ids)) == 3
+
+    resident = Resident.options(resources={"node2": 0.01}).remote()
+    assert ray.get(resident.node.remote()) == node_ids[2]
+
+    ends = events_of(where, "call.end")
+    assert [e["node_id"] for e in ends] == node_ids
+    actor_ends = events_of(Resident, "call.end")
+    assert {e["node_id"] for e in actor_ends} == {node_ids[2]}
+    # The nodes share this machine's session directory; node ids keep files apart.
+    for end in ends + actor_ends:
+        name = f"events-{end['node_id'][:12]}-{end['pid']}.jsonl"
+        assert end["call_id"] in (raytrace_kit.log_dir() / name).read_text()
