@@ -7,6 +7,7 @@ go through the same processors and the same per-process file, so they share one 
 from __future__ import annotations
 
 import contextvars
+import itertools
 import json
 import logging
 import os
@@ -30,9 +31,12 @@ __all__ = [
     "ActiveCall",
     "EventWriter",
     "emit",
+    "emit_call",
+    "encode_members",
     "get_logger",
     "read_events",
     "report_failure",
+    "spec_fragment",
 ]
 
 
@@ -40,18 +44,118 @@ __all__ = [
 class ActiveCall:
     """The instrumented call running in this thread or coroutine.
 
+    Ray ids are captured by :meth:`capture` in the thread that runs the call: at once
+    when call events are written, otherwise on the first ``get_logger()`` event, so a
+    call with ``log=False`` pays only for this object.
+
     Attributes:
-        fields: The call's event fields (``call_id``, ``function``, Ray ids, ...).
         owner: ``id()`` of the actor instance running the call, ``None`` for tasks.
         started: ``time.perf_counter()`` at the start of the call.
+        fragment: The call's JSON members shared by ``call.start`` and ``call.end``.
     """
 
-    __slots__ = ("fields", "owner", "started")
+    __slots__ = (
+        "_fields",
+        "actor_id",
+        "attempt",
+        "call_id",
+        "fragment",
+        "identity",
+        "mode",
+        "owner",
+        "spec_fields",
+        "spec_fragment",
+        "started",
+        "task_id",
+    )
 
-    def __init__(self, fields: dict[str, Any], owner: int | None) -> None:
-        self.fields = fields
+    def __init__(
+        self,
+        spec_fields: dict[str, str],
+        spec_fragment: str,
+        mode: str,
+        owner: int | None,
+    ) -> None:
+        self.spec_fields = spec_fields
+        self.spec_fragment = spec_fragment
+        self.mode = mode
         self.owner = owner
         self.started = time.perf_counter()
+        self.call_id: str | None = None
+        self.fragment = ""
+        self._fields: dict[str, Any] | None = None
+
+    def capture(self) -> None:
+        """Read the Ray ids of the running task and render the shared JSON members."""
+        self.call_id = _new_call_id()
+        identity = self.identity = _identity.process_identity()
+        self.task_id, self.actor_id, self.attempt = _identity.call_ids()
+        # Ids are hex strings and numbers: safe to place in JSON without escaping.
+        self.fragment = (
+            f'"call_id":"{self.call_id}",{self.spec_fragment},"mode":"{self.mode}",'
+            f'"task_id":{_quoted(self.task_id)},"actor_id":{_quoted(self.actor_id)},'
+            f"{_identity_fragment(identity)},"
+            f'"attempt":{"null" if self.attempt is None else int(self.attempt)}'
+        )
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The call's fields as a dict (what ``get_logger()`` events carry)."""
+        if self._fields is None:
+            if self.call_id is None:
+                self.capture()
+            identity = self.identity
+            self._fields = {
+                "call_id": self.call_id,
+                **self.spec_fields,
+                "mode": self.mode,
+                "task_id": self.task_id,
+                "actor_id": self.actor_id,
+                "job_id": identity.job_id,
+                "node_id": identity.node_id,
+                "worker_id": identity.worker_id,
+                "pid": identity.pid,
+                "attempt": self.attempt,
+            }
+        return self._fields
+
+
+_id_pid = -1
+_id_prefix = ""
+_id_counter = itertools.count()
+
+
+def _new_call_id() -> str:
+    """A 16-hex-digit id, unique across processes and nodes: random prefix + counter.
+
+    The prefix is drawn from the OS once per process (again after a fork), so the ids of
+    a process are distinct from those of every other process with near certainty.
+    """
+    global _id_pid, _id_prefix  # noqa: PLW0603 -- per-process prefix
+    pid = os.getpid()
+    if pid != _id_pid:
+        _id_prefix, _id_pid = os.urandom(5).hex(), pid
+    return f"{_id_prefix}{next(_id_counter) & 0xFFFFFF:06x}"
+
+
+def _quoted(value: str | None) -> str:
+    return "null" if value is None else f'"{value}"'
+
+
+_identity_cache: tuple[_identity.ProcessIdentity, str] | None = None
+
+
+def _identity_fragment(identity: _identity.ProcessIdentity) -> str:
+    global _identity_cache  # noqa: PLW0603 -- one rendering per process identity
+    cached = _identity_cache
+    if cached is not None and cached[0] is identity:
+        return cached[1]
+    fragment = (
+        f'"job_id":{_quoted(identity.job_id)},"node_id":{_quoted(identity.node_id)},'
+        f'"worker_id":{_quoted(identity.worker_id)},"pid":{identity.pid}'
+    )
+    _identity_cache = (identity, fragment)
+    return fragment
 
 
 # The worker sets it around every call; get_logger() events pick the fields up from here.
@@ -93,10 +197,11 @@ class EventWriter:
                     self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
                 )
                 self._pid = pid
-            view = memoryview(line)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+            written = os.write(self._fd, line)
+            if written != len(line):  # a short write: only on signals or a full disk
+                view = memoryview(line)[written:]
+                while view:
+                    view = view[os.write(self._fd, view) :]
 
     def close(self) -> None:
         """Close the file; a later :meth:`write` reopens it."""
@@ -160,9 +265,23 @@ def report_failure(key: str, what: str, exc: BaseException) -> None:
 # --- processors (structlog's protocol: (logger, method_name, event_dict) -> event_dict) ---
 
 
+_second = -1
+_second_text = ""
+
+
 def _now() -> str:
-    # Fixed width (always microseconds, always +00:00), so timestamps sort as strings.
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    """ISO 8601 UTC with microseconds, fixed width, so timestamps sort as strings.
+
+    Equal to ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``; the
+    date-time part is formatted once per second (this runs twice per call).
+    """
+    global _second, _second_text  # noqa: PLW0603 -- a one-entry cache
+    now = time.time()
+    second = int(now)
+    if second != _second:
+        text = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        _second, _second_text = second, text
+    return f"{_second_text}.{int((now - second) * 1e6):06d}+00:00"
 
 
 def _add_context(
@@ -199,13 +318,21 @@ def _add_timestamp(
     return event_dict
 
 
+# One encoder for the process: json.dumps() with options builds a new one per call.
+_ENCODER = json.JSONEncoder(default=repr, ensure_ascii=False, separators=(",", ":"))
+
+
 def _to_json_line(
     _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
 ) -> bytes:
     ordered = {key: event_dict.pop(key, None) for key in _FIRST_KEYS}
     ordered.update(event_dict)
-    text = json.dumps(ordered, default=repr, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8", "backslashreplace") + b"\n"
+    return _ENCODER.encode(ordered).encode("utf-8", "backslashreplace") + b"\n"
+
+
+def spec_fragment(fields: dict[str, str]) -> str:
+    """Render the JSON members fixed for one instrumented callable (done once)."""
+    return _ENCODER.encode(fields)[1:-1]
 
 
 _PROCESSORS: tuple[Processor, ...] = (
@@ -259,12 +386,34 @@ def get_logger(**bound: Any) -> FilteringBoundLogger:
 
 
 def emit(event: str, level: str, fields: dict[str, Any]) -> None:
-    """Write one library event (the hot path: no logger object, same processors)."""
+    """Write one library event through the same renderer as ``get_logger()`` events."""
     try:
         fields["event"] = event
         fields["level"] = level
         fields["timestamp"] = _now()
         _writer().write(_to_json_line(None, level, fields))
+    except Exception as exc:  # noqa: BLE001 -- instrumentation must never break the call
+        report_failure("write-events", "cannot write the event file", exc)
+
+
+def encode_members(fields: dict[str, Any]) -> str:
+    """Render ``fields`` as JSON object members (no braces), e.g. for :func:`emit_call`."""
+    return _ENCODER.encode(fields)[1:-1]
+
+
+def emit_call(event: str, level: str, call: ActiveCall, tail: str = "") -> None:
+    """Write ``call.start`` / ``call.end`` (the hot path: pre-rendered members).
+
+    The line has the same shape and field order as :func:`emit` would give for
+    ``call.fields`` plus the members in ``tail`` (which starts with a comma); only the
+    rendering is cached.
+    """
+    try:
+        line = (
+            f'{{"timestamp":"{_now()}","level":"{level}","event":"{event}",'
+            f"{call.fragment}{tail}}}\n"
+        )
+        _writer().write(line.encode("utf-8", "backslashreplace"))
     except Exception as exc:  # noqa: BLE001 -- instrumentation must never break the call
         report_failure("write-events", "cannot write the event file", exc)
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import time
 import types
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from raytrace_kit import _events, _identity
@@ -39,30 +38,22 @@ class CallSpec:
     function: str
     kind: str
     options: DebugOptions
+    # Derived once on the driver and shipped with the spec, so workers never re-render.
+    fields: dict[str, str] = field(init=False, compare=False, repr=False)
+    fragment: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        fields = {"function": self.function, "kind": self.kind}
+        object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "fragment", _events.spec_fragment(fields))
 
 
 def _begin(spec: CallSpec, owner: int | None) -> _events.ActiveCall | None:
     try:
-        identity = _identity.process_identity()
-        task_id, actor_id, attempt = _identity.call_ids()
-        call = _events.ActiveCall(
-            {
-                "call_id": os.urandom(8).hex(),
-                "function": spec.function,
-                "kind": spec.kind,
-                "mode": "ray",
-                "task_id": task_id,
-                "actor_id": actor_id,
-                "job_id": identity.job_id,
-                "node_id": identity.node_id,
-                "worker_id": identity.worker_id,
-                "pid": identity.pid,
-                "attempt": attempt,
-            },
-            owner,
-        )
+        call = _events.ActiveCall(spec.fields, spec.fragment, "ray", owner)
         if spec.options.log:
-            _events.emit("call.start", "info", dict(call.fields))
+            call.capture()
+            _events.emit_call("call.start", "info", call)
     except Exception as exc:  # noqa: BLE001 -- the boundary: report, then run the call
         _events.report_failure("begin-call", "cannot instrument the call", exc)
         return None
@@ -73,16 +64,19 @@ def _end(spec: CallSpec, call: _events.ActiveCall | None, exc: BaseException | N
     if call is None or not spec.options.log:
         return
     try:
-        fields = dict(call.fields)
-        fields["duration_s"] = round(time.perf_counter() - call.started, 6)
+        duration = time.perf_counter() - call.started
         if exc is None:
-            fields["status"] = "ok"
+            status = ',"status":"ok"'
         else:
-            fields["status"] = "error"
-            fields["error_type"] = type(exc).__name__
-            fields["error"] = str(exc)[:_ERROR_CHARS]
-        fields.update(_identity.memory_fields())
-        _events.emit("call.end", "info" if exc is None else "error", fields)
+            status = "," + _events.encode_members(
+                {
+                    "status": "error",
+                    "error_type": type(exc).__name__,
+                    "error": str(exc)[:_ERROR_CHARS],
+                }
+            )
+        tail = f',"duration_s":{duration:.6f}{status},{_identity.memory_members()}'
+        _events.emit_call("call.end", "info" if exc is None else "error", call, tail)
     except Exception as exc2:  # noqa: BLE001 -- the boundary: report, keep the result
         _events.report_failure("end-call", "cannot record the end of the call", exc2)
 

@@ -14,7 +14,12 @@ try:
 except ImportError:  # Windows has no resource module
     resource = None  # type: ignore[assignment]
 
-__all__ = ["ProcessIdentity", "call_ids", "memory_fields", "process_identity"]
+__all__ = [
+    "ProcessIdentity",
+    "call_ids",
+    "memory_members",
+    "process_identity",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,16 +67,24 @@ def call_ids() -> tuple[str | None, str | None, int | None]:
     actor ids (thread- and coroutine-aware), but has no getter for the attempt number.
     Each read costs well under a microsecond.
     """
+    global _actor_id  # noqa: PLW0603 -- an actor's id is fixed once it is set
     worker = ray._private.worker.global_worker  # noqa: SLF001 -- see docstring
     try:
         task = worker.current_task_id
         task_id = None if task.is_nil() else task.hex()
-        actor = worker.actor_id
-        actor_id = None if actor.is_nil() else actor.hex()
+        actor_id = _actor_id
+        if actor_id is None:
+            actor = worker.actor_id
+            if not actor.is_nil():
+                actor_id = _actor_id = actor.hex()
         attempt: int | None = worker.core_worker.get_current_task_attempt_number()
     except Exception:  # noqa: BLE001 -- ids are best effort; the call must go on
         return None, None, None
     return task_id, actor_id, attempt
+
+
+# A process that hosts an actor hosts only that actor, until it exits.
+_actor_id: str | None = None
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -79,13 +92,15 @@ _statm_fd: int | None = None
 _statm_pid = -1
 
 
-def memory_fields() -> dict[str, Any]:
-    """Return ``rss_bytes``, ``rss_minus_shr_bytes`` and ``max_rss_bytes`` of this process.
+def memory_members() -> str:
+    """This process's memory figures, rendered as JSON object members for ``call.end``.
 
-    RSS minus SHR is the per-process figure Ray's memory docs recommend: SHR is mostly
-    the object store's shared memory, which RSS counts in every process that maps it.
-    On Linux the figures come from ``/proc/self/statm`` (kept open, read with ``pread``);
-    elsewhere only the high-water mark is available and the other two are ``None``.
+    ``rss_bytes``, ``rss_minus_shr_bytes`` and ``max_rss_bytes``. RSS minus SHR is the
+    per-process figure Ray's memory docs recommend: SHR is mostly the object store's
+    shared memory, which RSS counts in every process that maps it. On Linux the figures
+    come from ``/proc/self/statm`` (kept open, read with ``pread``); elsewhere only the
+    high-water mark is available and the other two are ``null``. The kernel updates the
+    high-water mark lazily, so it is raised to the current RSS when it lags.
     """
     rss = shr = None
     if sys.platform == "linux":
@@ -94,14 +109,12 @@ def memory_fields() -> dict[str, Any]:
         except OSError:
             pass
     max_rss = _max_rss()
-    if max_rss is not None and rss is not None:
-        # The kernel updates the high-water mark lazily; it is never below current RSS.
-        max_rss = max(max_rss, rss)
-    return {
-        "rss_bytes": rss,
-        "rss_minus_shr_bytes": None if rss is None or shr is None else rss - shr,
-        "max_rss_bytes": max_rss,
-    }
+    if rss is None:
+        return f'"rss_bytes":null,"rss_minus_shr_bytes":null,"max_rss_bytes":{max_rss}'
+    max_rss = rss if max_rss is None or max_rss < rss else max_rss
+    return (
+        f'"rss_bytes":{rss},"rss_minus_shr_bytes":{rss - shr},"max_rss_bytes":{max_rss}'
+    )
 
 
 def _read_statm() -> tuple[int, int]:

@@ -1,0 +1,130 @@
+"""Overhead of @debuggable on trivial tasks and actor calls, and of importing raytrace_kit.
+
+Compares, interleaved in one run (A B C A B C ...):
+  plain     @ray.remote (twice: the second copy shows the noise floor)
+  log=False @debuggable(log=False) over @ray.remote
+  log=True  @debuggable over @ray.remote
+on N trivial tasks and N actor calls (submitted together, then one ray.get), and prints
+the median time per variant and its ratio to plain.
+
+Targets (issue 2): log=False <= 1.03x plain, log=True <= 1.10x plain,
+`import raytrace_kit` adds <= 100 ms over `import ray`.
+
+Run: python benchmarks/overhead.py [--calls 2000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+import ray
+
+from raytrace_kit import debuggable
+
+
+def trivial(x: int) -> int:
+    return x
+
+
+class Echo:
+    def echo(self, x: int) -> int:
+        return x
+
+
+def time_tasks(fn, n: int) -> float:  # noqa: ANN001
+    start = time.perf_counter()
+    ray.get([fn.remote(i) for i in range(n)])
+    return time.perf_counter() - start
+
+
+def time_actor(handle, n: int) -> float:  # noqa: ANN001
+    start = time.perf_counter()
+    ray.get([handle.echo.remote(i) for i in range(n)])
+    return time.perf_counter() - start
+
+
+def import_times(rounds: int) -> dict[str, list[float]]:
+    code = {
+        "import ray": "import ray",
+        "import ray, raytrace_kit": "import ray, raytrace_kit",
+    }
+    results: dict[str, list[float]] = {k: [] for k in code}
+    for _ in range(rounds):
+        for label, stmt in code.items():
+            script = f"import time; t=time.perf_counter(); {stmt}; print(time.perf_counter()-t)"
+            out = subprocess.run(
+                [sys.executable, "-c", script], capture_output=True, text=True, check=True
+            )
+            results[label].append(float(out.stdout))
+    return results
+
+
+def report(title: str, samples: dict[str, list[float]], n: int) -> None:
+    base = statistics.median(samples["plain"])
+    print(f"\n{title} ({n} calls, median of {len(samples['plain'])} interleaved rounds)")
+    for label, values in samples.items():
+        med = statistics.median(values)
+        print(
+            f"  {label:<10} {med * 1e3:8.1f} ms  {med / n * 1e6:7.1f} us/call  "
+            f"ratio {med / base:5.3f}x"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    n = args.calls
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(trivial)
+    variants = {
+        "plain": remote,
+        "plain (2)": ray.remote(trivial),
+        "log=False": debuggable(log=False)(remote),
+        "log=True": debuggable(remote),
+    }
+    actor_class = ray.remote(Echo)
+    actors = {
+        "plain": actor_class.remote(),
+        "plain (2)": actor_class.remote(),
+        "log=False": debuggable(log=False)(actor_class).remote(),
+        "log=True": debuggable(actor_class).remote(),
+    }
+    # Warm up: workers started, functions exported, actors alive.
+    for label in variants:
+        time_tasks(variants[label], 200)
+        time_actor(actors[label], 200)
+
+    tasks: dict[str, list[float]] = {k: [] for k in variants}
+    calls: dict[str, list[float]] = {k: [] for k in variants}
+    labels = list(variants)
+    for round_no in range(args.rounds):
+        # Rotate the order every round: whichever variant runs first in a round is
+        # measurably faster on 2 cores, and must not always be the same one.
+        shift = round_no % len(labels)
+        order = labels[shift:] + labels[:shift]
+        for label in order:
+            tasks[label].append(time_tasks(variants[label], n))
+        for label in order:
+            calls[label].append(time_actor(actors[label], n))
+    ray.shutdown()
+
+    report("Trivial tasks", tasks, n)
+    report("Actor calls", calls, n)
+
+    imports = import_times(args.rounds)
+    ray_only = statistics.median(imports["import ray"])
+    both = statistics.median(imports["import ray, raytrace_kit"])
+    print(f"\nImport time (median of {args.rounds} interleaved fresh interpreters)")
+    print(f"  import ray                {ray_only * 1e3:7.1f} ms")
+    print(f"  import ray, raytrace_kit  {both * 1e3:7.1f} ms  (+{(both - ray_only) * 1e3:.1f} ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Development sessions: tests, lint, typecheck, docs, examples (``nox -l`` lists them)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.default_venv_backend = "venv"
+nox.options.error_on_missing_interpreters = False
+
+HERE = Path(__file__).parent
+PYTHON = os.environ.get("NOX_PYTHON")  # None: the interpreter that runs nox
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Run the test suite against real Ray (one shared local instance, one 3-node cluster)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Check style with ruff (lint rules and formatting)."""
+    session.install("-e", ".[lint]")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """Type-check the library with mypy --strict."""
+    session.install("-e", ".[typecheck]")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the Sphinx docs; any warning is an error."""
+    session.install("-e", ".[docs]")
+    session.run(
+        "sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html"
+    )
+
+
+@nox.session(python=PYTHON)
+def examples(session: nox.Session) -> None:
+    """Run every script in examples/ to completion, non-interactively."""
+    session.install("-e", ".")
+    scripts = sorted((HERE / "examples").glob("*.py"))
+    if not scripts:
+        session.error("no scripts in examples/")
+    for script in scripts:
+        session.log(f"running {script.name}")
+        session.run("python", str(script), env={"PYTHONUNBUFFERED": "1"})
