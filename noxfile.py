@@ -41,9 +41,7 @@ def typecheck(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the Sphinx docs; any warning is an error."""
     session.install("-e", ".[docs]")
-    session.run(
-        "sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html"
-    )
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
 @nox.session(python=PYTHON)

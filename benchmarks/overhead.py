@@ -35,13 +35,13 @@ class Echo:
         return x
 
 
-def time_tasks(fn, n: int) -> float:  # noqa: ANN001
+def time_tasks(fn, n: int) -> float:
     start = time.perf_counter()
     ray.get([fn.remote(i) for i in range(n)])
     return time.perf_counter() - start
 
 
-def time_actor(handle, n: int) -> float:  # noqa: ANN001
+def time_actor(handle, n: int) -> float:
     start = time.perf_counter()
     ray.get([handle.echo.remote(i) for i in range(n)])
     return time.perf_counter() - start
@@ -57,7 +57,10 @@ def import_times(rounds: int) -> dict[str, list[float]]:
         for label, stmt in code.items():
             script = f"import time; t=time.perf_counter(); {stmt}; print(time.perf_counter()-t)"
             out = subprocess.run(
-                [sys.executable, "-c", script], capture_output=True, text=True, check=True
+                [sys.executable, "-c", script],
+                capture_output=True,
+                text=True,
+                check=True,
             )
             results[label].append(float(out.stdout))
     return results
@@ -97,8 +100,8 @@ def main() -> None:
         "log=True": debuggable(actor_class).remote(),
     }
     # Warm up: workers started, functions exported, actors alive.
-    for label in variants:
-        time_tasks(variants[label], 200)
+    for label, variant in variants.items():
+        time_tasks(variant, 200)
         time_actor(actors[label], 200)
 
     tasks: dict[str, list[float]] = {k: [] for k in variants}

@@ -6,7 +6,7 @@ from importlib.metadata import version as _version
 
 project = "raytrace_kit"
 author = "raytrace_kit developers"
-copyright = "2026, raytrace_kit developers"  # noqa: A001 -- Sphinx's name for it
+copyright = "2026, raytrace_kit developers"
 release = _version("raytrace_kit")
 
 extensions = [

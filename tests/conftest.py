@@ -25,13 +25,12 @@ def start_shared_ray() -> None:
 
 
 @pytest.fixture
-def ray_session() -> Iterator[None]:
+def ray_session() -> None:
     """A running Ray instance, shared by every test that asks for it.
 
     Started once; restarted only after a test that needed its own cluster shut it down.
     """
     start_shared_ray()
-    yield
 
 
 @pytest.fixture(scope="session", autouse=True)

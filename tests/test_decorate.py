@@ -112,7 +112,7 @@ class TestIdentity:
         """Attributes the proxy does not define come from the wrapped RemoteFunction."""
         remote = ray.remote(num_cpus=0.5)(double)
         f = debuggable(remote)
-        assert f._default_options == remote._default_options  # noqa: SLF001
+        assert f._default_options == remote._default_options
 
     def test_actor_class_metadata_survives(self) -> None:
         """An actor class keeps its name, docs and wrapped ActorClass."""

@@ -23,7 +23,11 @@ def three_nodes() -> Iterator[Cluster]:
         ray.shutdown()  # a driver connects to one cluster; the shared one restarts later
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {"node0": 1}, "include_dashboard": False},
+        head_node_args={
+            "num_cpus": 1,
+            "resources": {"node0": 1},
+            "include_dashboard": False,
+        },
     )
     for i in (1, 2):
         cluster.add_node(num_cpus=1, resources={f"node{i}": 1})

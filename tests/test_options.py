@@ -25,7 +25,7 @@ class TestDebugOptions:
 
     def test_pickle_round_trip(self) -> None:
         """Options travel to workers by pickle."""
-        assert pickle.loads(pickle.dumps(DebugOptions(log=False))) == DebugOptions(log=False)  # noqa: S301
+        assert pickle.loads(pickle.dumps(DebugOptions(log=False))) == DebugOptions(log=False)
 
     def test_replace_validates(self) -> None:
         """replace() rejects unknown names and wrong types; no change returns self."""

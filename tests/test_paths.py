@@ -36,9 +36,7 @@ def test_workers_agree_with_the_driver() -> None:
     assert ray.get(where.remote()) == log_dir()
 
 
-def test_environment_variable_overrides(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_environment_variable_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """RAYTRACE_LOG_DIR wins, and is created."""
     monkeypatch.setenv("RAYTRACE_LOG_DIR", str(tmp_path / "custom"))
     assert log_dir() == tmp_path / "custom"
@@ -57,14 +55,21 @@ def test_without_ray_a_stable_temp_directory() -> None:
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "RAYTRACE_LOG_DIR"}
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout.strip()
     path = Path(out)
     assert path.parent == Path(tempfile.gettempdir())
     assert path.name.startswith("raytrace_kit-")
 
 
-@given(st.one_of(st.none(), st.text(alphabet="0123456789abcdef", min_size=1)), st.integers(1, 2**22))
+@given(
+    st.one_of(st.none(), st.text(alphabet="0123456789abcdef", min_size=1)),
+    st.integers(1, 2**22),
+)
 def test_event_file_names(node_id: str | None, pid: int) -> None:
     """Names are events-<node prefix>-<pid>.jsonl, never worker*, at most 12 id chars."""
     name = event_file_name(node_id, pid)

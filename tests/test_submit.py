@@ -8,7 +8,12 @@ import pytest
 import ray
 import ray.cloudpickle
 
-from raytrace_kit import DebugOptions, DebuggableFunction, InvalidOptionError, debuggable
+from raytrace_kit import (
+    DebuggableFunction,
+    DebugOptions,
+    InvalidOptionError,
+    debuggable,
+)
 
 from .conftest import events_of
 
@@ -46,10 +51,10 @@ class TestRemote:
 
         @debuggable
         @ray.remote
-        def count(n: int):  # noqa: ANN202 -- a generator task
+        def count(n: int):
             # Not `yield from range(n)`: Ray sends into task generators, which plain
             # iterators do not accept (with or without raytrace_kit).
-            for i in range(n):
+            for i in range(n):  # noqa: UP028 -- see above
                 yield i
 
         gen = count.remote(3)
@@ -131,7 +136,7 @@ class TestPickling:
     def test_round_trip_keeps_options(self) -> None:
         """Pickled as Ray pickles it (cloudpickle), a debuggable keeps its options."""
         original = square.options(num_cpus=0.5).with_debug(log=False)
-        loaded = pickle.loads(ray.cloudpickle.dumps(original))  # noqa: S301 -- our data
+        loaded = pickle.loads(ray.cloudpickle.dumps(original))
         assert isinstance(loaded, DebuggableFunction)
         assert loaded.debug_options == DebugOptions(log=False)
         assert loaded.__name__ == "square"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import ray
 from ray.actor import ActorClass
@@ -30,8 +30,9 @@ _T = TypeVar("_T")
 _Decorated = DebuggableFunction[..., Any] | DebuggableActorClass[Any]
 
 
+# A class is also a Callable; the class overload comes first so classes match it.
 @overload
-def debuggable(target: type[_T], /) -> DebuggableActorClass[_T]: ...
+def debuggable(target: type[_T], /) -> DebuggableActorClass[_T]: ...  # type: ignore[overload-overlap]
 @overload
 def debuggable(target: Callable[_P, _R], /) -> DebuggableFunction[_P, _R]: ...
 @overload
@@ -88,7 +89,7 @@ def debuggable(target: Any = None, /, **options: Any) -> Any:
 def _wrap(target: Any, options: DebugOptions, given: dict[str, Any]) -> _Decorated:
     if isinstance(target, _Debuggable):
         # Decorated twice: the options given here change those of the inner decorator.
-        return target.with_debug(**given)
+        return cast("_Decorated", target.with_debug(**given))
     if isinstance(target, RemoteFunction):
         return DebuggableFunction(target, python_function_of(target), options)
     if isinstance(target, ActorClass):

@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 
-
 class ActiveCall:
     """The instrumented call running in this thread or coroutine.
 
@@ -131,7 +130,7 @@ def _new_call_id() -> str:
     The prefix is drawn from the OS once per process (again after a fork), so the ids of
     a process are distinct from those of every other process with near certainty.
     """
-    global _id_pid, _id_prefix  # noqa: PLW0603 -- per-process prefix
+    global _id_pid, _id_prefix
     pid = os.getpid()
     if pid != _id_pid:
         _id_prefix, _id_pid = os.urandom(5).hex(), pid
@@ -194,7 +193,9 @@ class EventWriter:
                 # processes' events in a file named after one pid.
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(
-                    self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
+                    self.path,
+                    os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                    0o644,
                 )
                 self._pid = pid
             written = os.write(self._fd, line)
@@ -218,7 +219,7 @@ def _writer() -> EventWriter:
     """Return the event file of this process, for the current session."""
     global _worker_writer  # noqa: PLW0603 -- per-process cache for the worker hot path
     writer = _worker_writer
-    if writer is not None and writer._pid in (-1, os.getpid()):  # noqa: SLF001
+    if writer is not None and writer._pid in (-1, os.getpid()):
         return writer
     identity = _identity.process_identity()
     path = _paths.log_dir() / _paths.event_file_name(identity.node_id, identity.pid)
@@ -258,7 +259,7 @@ def report_failure(key: str, what: str, exc: BaseException) -> None:
         warnings.warn(message, RaytraceKitWarning, stacklevel=3)
     except RaytraceKitWarning:
         raise  # a test or user turned our warnings into errors: honour that
-    except Exception:  # noqa: BLE001, S110 -- reporting must never break the call
+    except Exception:  # noqa: S110 -- reporting must never break the call
         pass
 
 
@@ -275,7 +276,7 @@ def _now() -> str:
     Equal to ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``; the
     date-time part is formatted once per second (this runs twice per call).
     """
-    global _second, _second_text  # noqa: PLW0603 -- a one-entry cache
+    global _second, _second_text
     now = time.time()
     second = int(now)
     if second != _second:
@@ -350,14 +351,16 @@ class _FileSink:
     def msg(self, line: bytes) -> None:
         try:
             _writer().write(line)
-        except Exception as exc:  # noqa: BLE001 -- logging must never break user code
+        except Exception as exc:
             report_failure("write-events", "cannot write the event file", exc)
 
     log = debug = info = warning = warn = error = critical = exception = fatal = msg
 
 
 _SINK = _FileSink()
-_BoundLogger = structlog.make_filtering_bound_logger(logging.NOTSET)
+# Typed Any: structlog types the class it returns as the FilteringBoundLogger protocol,
+# whose constructor takes no arguments.
+_BoundLogger: Any = structlog.make_filtering_bound_logger(logging.NOTSET)
 
 
 def get_logger(**bound: Any) -> FilteringBoundLogger:
@@ -392,7 +395,7 @@ def emit(event: str, level: str, fields: dict[str, Any]) -> None:
         fields["level"] = level
         fields["timestamp"] = _now()
         _writer().write(_to_json_line(None, level, fields))
-    except Exception as exc:  # noqa: BLE001 -- instrumentation must never break the call
+    except Exception as exc:
         report_failure("write-events", "cannot write the event file", exc)
 
 
@@ -414,7 +417,7 @@ def emit_call(event: str, level: str, call: ActiveCall, tail: str = "") -> None:
             f"{call.fragment}{tail}}}\n"
         )
         _writer().write(line.encode("utf-8", "backslashreplace"))
-    except Exception as exc:  # noqa: BLE001 -- instrumentation must never break the call
+    except Exception as exc:
         report_failure("write-events", "cannot write the event file", exc)
 
 
@@ -431,9 +434,7 @@ def read_events(path: str | os.PathLike[str] | None = None) -> list[dict[str, An
         is skipped, and so is any line that is not a JSON object.
     """
     root = Path(path) if path is not None else _paths.log_dir()
-    files: Iterable[Path] = (
-        [root] if root.is_file() else sorted(root.rglob("events-*.jsonl"))
-    )
+    files: Iterable[Path] = [root] if root.is_file() else sorted(root.rglob("events-*.jsonl"))
     events: list[dict[str, Any]] = []
     for file in files:
         try:

@@ -8,11 +8,12 @@ and its result or exception passes through untouched.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import time
 import types
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -54,7 +55,7 @@ def _begin(spec: CallSpec, owner: int | None) -> _events.ActiveCall | None:
         if spec.options.log:
             call.capture()
             _events.emit_call("call.start", "info", call)
-    except Exception as exc:  # noqa: BLE001 -- the boundary: report, then run the call
+    except Exception as exc:
         _events.report_failure("begin-call", "cannot instrument the call", exc)
         return None
     return call
@@ -77,17 +78,15 @@ def _end(spec: CallSpec, call: _events.ActiveCall | None, exc: BaseException | N
             )
         tail = f',"duration_s":{duration:.6f}{status},{_identity.memory_members()}'
         _events.emit_call("call.end", "info" if exc is None else "error", call, tail)
-    except Exception as exc2:  # noqa: BLE001 -- the boundary: report, keep the result
+    except Exception as exc2:
         _events.report_failure("end-call", "cannot record the end of the call", exc2)
 
 
 def _reset(token: Any) -> None:
-    try:
+    # A generator resumed from another context cannot reset there: the var belongs to
+    # that context and is discarded with it.
+    with contextlib.suppress(ValueError, RuntimeError):
         _events.CURRENT_CALL.reset(token)
-    except (ValueError, RuntimeError):
-        # A generator resumed from another context: the var belongs to that context and
-        # is discarded with it.
-        pass
 
 
 def run(
@@ -113,11 +112,11 @@ def run(
 
 def run_generator(
     spec: CallSpec,
-    fn: Callable[..., Iterator[Any]],
+    fn: Callable[..., Generator[Any, Any, Any]],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
-) -> Iterator[Any]:
+) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
     call = _begin(spec, owner)
     token = _events.CURRENT_CALL.set(call)
@@ -190,7 +189,7 @@ def instrument_function(fn: Callable[..., Any], options: DebugOptions) -> Callab
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
-        def generator_task(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        def generator_task(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
             return (yield from run_generator(spec, fn, args, kwargs))
 
         return generator_task
@@ -241,12 +240,10 @@ def _instrument_method(method: Callable[..., Any], spec: CallSpec) -> Callable[.
     if inspect.isgeneratorfunction(method):
 
         @functools.wraps(method)
-        def generator_method(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        def generator_method(self: Any, *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
             if _inside_call_of(self):
                 return (yield from method(self, *args, **kwargs))
-            return (
-                yield from run_generator(spec, method, (self, *args), kwargs, id(self))
-            )
+            return (yield from run_generator(spec, method, (self, *args), kwargs, id(self)))
 
         return generator_method
 
@@ -295,9 +292,7 @@ def instrument_class(cls: type[_T], options: DebugOptions) -> type[_T]:
         kind = "actor_init" if name == "__init__" else "actor_method"
         spec = CallSpec(f"{prefix}.{name}", kind, options)
         namespace[name] = _instrument_method(method, spec)
-    instrumented = types.new_class(
-        cls.__name__, (cls,), exec_body=lambda ns: ns.update(namespace)
-    )
+    instrumented = types.new_class(cls.__name__, (cls,), exec_body=lambda ns: ns.update(namespace))
     instrumented.__qualname__ = cls.__qualname__
     instrumented.__module__ = cls.__module__
     instrumented.__doc__ = cls.__doc__

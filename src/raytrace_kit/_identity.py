@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 import ray
 
-try:
+if sys.platform != "win32":  # Windows has no resource module
     import resource
-except ImportError:  # Windows has no resource module
-    resource = None  # type: ignore[assignment]
 
 __all__ = [
     "ProcessIdentity",
@@ -46,7 +44,7 @@ def process_identity() -> ProcessIdentity:
         return _worker_identity
     if not ray.is_initialized():
         return ProcessIdentity(None, None, None, os.getpid(), is_worker=False)
-    worker = ray._private.worker.global_worker  # noqa: SLF001 -- mode has no public getter
+    worker = ray._private.worker.global_worker
     ctx = ray.get_runtime_context()
     identity = ProcessIdentity(
         job_id=ctx.get_job_id(),
@@ -68,7 +66,7 @@ def call_ids() -> tuple[str | None, str | None, int | None]:
     Each read costs well under a microsecond.
     """
     global _actor_id  # noqa: PLW0603 -- an actor's id is fixed once it is set
-    worker = ray._private.worker.global_worker  # noqa: SLF001 -- see docstring
+    worker = ray._private.worker.global_worker
     try:
         task = worker.current_task_id
         task_id = None if task.is_nil() else task.hex()
@@ -78,7 +76,7 @@ def call_ids() -> tuple[str | None, str | None, int | None]:
             if not actor.is_nil():
                 actor_id = _actor_id = actor.hex()
         attempt: int | None = worker.core_worker.get_current_task_attempt_number()
-    except Exception:  # noqa: BLE001 -- ids are best effort; the call must go on
+    except Exception:
         return None, None, None
     return task_id, actor_id, attempt
 
@@ -102,19 +100,16 @@ def memory_members() -> str:
     high-water mark is available and the other two are ``null``. The kernel updates the
     high-water mark lazily, so it is raised to the current RSS when it lags.
     """
-    rss = shr = None
+    statm: tuple[int, int] | None = None
     if sys.platform == "linux":
-        try:
-            rss, shr = _read_statm()
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            statm = _read_statm()
     max_rss = _max_rss()
-    if rss is None:
+    if statm is None:
         return f'"rss_bytes":null,"rss_minus_shr_bytes":null,"max_rss_bytes":{max_rss}'
+    rss, shr = statm
     max_rss = rss if max_rss is None or max_rss < rss else max_rss
-    return (
-        f'"rss_bytes":{rss},"rss_minus_shr_bytes":{rss - shr},"max_rss_bytes":{max_rss}'
-    )
+    return f'"rss_bytes":{rss},"rss_minus_shr_bytes":{rss - shr},"max_rss_bytes":{max_rss}'
 
 
 def _read_statm() -> tuple[int, int]:
@@ -130,7 +125,7 @@ def _read_statm() -> tuple[int, int]:
 
 
 def _max_rss() -> int | None:
-    if resource is None:
+    if sys.platform == "win32":
         return None
     max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # Linux reports kibibytes, macOS bytes.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -46,10 +47,8 @@ def log_dir() -> Path:
         path = Path(ctx.get_temp_dir(), ctx.get_session_name(), "logs", _SUBDIR)
     else:
         return _fallback_dir()
-    try:
+    with contextlib.suppress(OSError):  # reported by the writer, which owns the warning
         path.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        pass  # reported by the writer, which owns the warning
     return path
 
 

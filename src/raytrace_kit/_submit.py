@@ -94,10 +94,7 @@ class _Debuggable:
         target = self._remote_target
         if target is None:
             variant = self._variant()
-            if self._ray_options:
-                target = variant.options(**self._ray_options)
-            else:
-                target = variant
+            target = variant.options(**self._ray_options) if self._ray_options else variant
             self._remote_target = target
         return target
 
@@ -117,7 +114,7 @@ class _Debuggable:
         """
         merged = {**self._ray_options, **ray_options}
         derived = self._derive(self._options, merged)
-        derived._target()  # noqa: SLF001 -- validate now, not at .remote()
+        derived._target()
         return derived
 
     def with_debug(self, **kit_options: Any) -> Self:
@@ -154,10 +151,7 @@ class _Debuggable:
 
     def __repr__(self) -> str:
         kind = "actor class" if isinstance(self, DebuggableActorClass) else "function"
-        return (
-            f"<debuggable {kind} {self.__module__}.{self.__qualname__} "
-            f"{self._options}>"
-        )
+        return f"<debuggable {kind} {self.__module__}.{self.__qualname__} {self._options}>"
 
 
 def _rebuild(
@@ -188,7 +182,7 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
 
     def _build_variant(self) -> RemoteFunction:
         function = instrument_function(self._python, self._options)
-        return _make_remote(function, dict(self.__wrapped__._default_options))  # noqa: SLF001
+        return _make_remote(function, dict(self.__wrapped__._default_options))
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -215,11 +209,11 @@ class DebuggableActorClass(_Debuggable, Generic[_T]):
         target = self._remote_target
         if target is None:
             target = self._target()
-        return target.remote(*args, **kwargs)  # type: ignore[no-any-return]
+        return target.remote(*args, **kwargs)
 
     def _build_variant(self) -> ActorClass[_T]:
         cls = instrument_class(self._python, self._options)
-        return _make_remote(cls, dict(self.__wrapped__._default_options))  # type: ignore[no-any-return]  # noqa: SLF001
+        return _make_remote(cls, dict(self.__wrapped__._default_options))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         msg = (
@@ -231,7 +225,7 @@ class DebuggableActorClass(_Debuggable, Generic[_T]):
 
 def python_function_of(remote_function: Any) -> Callable[..., Any]:
     """The Python function a ``RemoteFunction`` was made from."""
-    return remote_function._function  # type: ignore[no-any-return]  # noqa: SLF001
+    return remote_function._function  # type: ignore[no-any-return]
 
 
 def python_class_of(actor_class: Any) -> type:
