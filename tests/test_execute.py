@@ -229,3 +229,88 @@ class TestErrorsAndRetries:
             ray.get(ref, timeout=30)
         assert events_of(hang, "call.end") == []
         assert len(events_of(hang, "call.start")) == 1
+
+
+class Base:
+    def inherited(self) -> str:
+        return "base"
+
+    def overridden(self) -> str:
+        return "base"
+
+
+class TestClassShapes:
+    """Ray's class features keep working on an instrumented actor class."""
+
+    def test_ray_method_options_and_concurrency_groups(self) -> None:
+        """@ray.method(num_returns=..., concurrency_group=...) still apply."""
+
+        @debuggable
+        @ray.remote(concurrency_groups={"io": 2})
+        class Tuned:
+            @ray.method(num_returns=2)
+            def pair(self) -> tuple[int, int]:
+                return 1, 2
+
+            @ray.method(concurrency_group="io")
+            def io(self) -> str:
+                return threading.current_thread().name
+
+        tuned = Tuned.remote()
+        refs = tuned.pair.remote()
+        assert isinstance(refs, list)
+        assert ray.get(refs) == [1, 2]
+        assert ray.get(tuned.io.remote()) != threading.current_thread().name
+        assert len(events_of(Tuned, "call.end")) == 3
+        ray.kill(tuned)
+
+    def test_inheritance_static_class_methods_and_properties(self) -> None:
+        """Inherited and overridden methods are instrumented; other members untouched."""
+
+        @debuggable
+        @ray.remote
+        class Child(Base):
+            scale = 3
+
+            def overridden(self) -> str:
+                return "child"
+
+            @staticmethod
+            def static(x: int) -> int:
+                return x + 1
+
+            @classmethod
+            def klass(cls, x: int) -> int:
+                return x * cls.scale
+
+            @property
+            def prop(self) -> int:
+                return 5
+
+            def uses_all(self) -> tuple[int, int, int]:
+                return self.static(1), self.klass(2), self.prop
+
+        child = Child.remote()
+        assert ray.get(child.inherited.remote()) == "base"
+        assert ray.get(child.overridden.remote()) == "child"
+        assert ray.get(child.uses_all.remote()) == (2, 6, 5)
+        names = [e["function"].rsplit(".", 1)[1] for e in events_of(Child, "call.end")]
+        assert names == ["__init__", "inherited", "overridden", "uses_all"]
+        ray.kill(child)
+
+    def test_exit_actor_ends_the_actor_as_in_ray(self) -> None:
+        """ray.actor.exit_actor() inside a method ends the actor; the call is logged."""
+
+        @debuggable
+        @ray.remote
+        class Quitter:
+            def quit(self) -> None:
+                ray.actor.exit_actor()
+
+        quitter = Quitter.remote()
+        ray.get(quitter.__ray_ready__.remote())
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(quitter.quit.remote())
+        end = events_of(Quitter, "call.end")[-1]
+        assert end["function"].endswith("Quitter.quit")
+        assert end["status"] == "error"

@@ -82,11 +82,29 @@ def _end(spec: CallSpec, call: _events.ActiveCall | None, exc: BaseException | N
         _events.report_failure("end-call", "cannot record the end of the call", exc2)
 
 
-def _reset(token: Any) -> None:
-    # A generator resumed from another context cannot reset there: the var belongs to
-    # that context and is discarded with it.
-    with contextlib.suppress(ValueError, RuntimeError):
-        _events.CURRENT_CALL.reset(token)
+class _Boundary:
+    """The one error boundary around a call, usable in sync, generator and async code.
+
+    Entering captures the call and makes it current; leaving records how it ended and
+    restores the previous context. It never suppresses the user's exception.
+    """
+
+    __slots__ = ("call", "owner", "spec", "token")
+
+    def __init__(self, spec: CallSpec, owner: int | None) -> None:
+        self.spec = spec
+        self.owner = owner
+
+    def __enter__(self) -> None:
+        self.call = _begin(self.spec, self.owner)
+        self.token = _events.CURRENT_CALL.set(self.call)
+
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
+        # A generator resumed from another context cannot reset there: the var belongs
+        # to that context and is discarded with it.
+        with contextlib.suppress(ValueError, RuntimeError):
+            _events.CURRENT_CALL.reset(self.token)
+        _end(self.spec, self.call, exc)
 
 
 def run(
@@ -97,17 +115,8 @@ def run(
     owner: int | None = None,
 ) -> _T:
     """Run ``fn(*args, **kwargs)`` as one instrumented call."""
-    call = _begin(spec, owner)
-    token = _events.CURRENT_CALL.set(call)
-    try:
-        result = fn(*args, **kwargs)
-    except BaseException as exc:
-        _end(spec, call, exc)
-        raise
-    finally:
-        _reset(token)
-    _end(spec, call, None)
-    return result
+    with _Boundary(spec, owner):
+        return fn(*args, **kwargs)
 
 
 def run_generator(
@@ -118,17 +127,8 @@ def run_generator(
     owner: int | None = None,
 ) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
-    call = _begin(spec, owner)
-    token = _events.CURRENT_CALL.set(call)
-    try:
-        result = yield from fn(*args, **kwargs)
-    except BaseException as exc:
-        _end(spec, call, exc)
-        raise
-    finally:
-        _reset(token)
-    _end(spec, call, None)
-    return result
+    with _Boundary(spec, owner):
+        return (yield from fn(*args, **kwargs))
 
 
 async def run_async(
@@ -139,17 +139,8 @@ async def run_async(
     owner: int | None = None,
 ) -> _T:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
-    call = _begin(spec, owner)
-    token = _events.CURRENT_CALL.set(call)
-    try:
-        result = await fn(*args, **kwargs)
-    except BaseException as exc:
-        _end(spec, call, exc)
-        raise
-    finally:
-        _reset(token)
-    _end(spec, call, None)
-    return result
+    with _Boundary(spec, owner):
+        return await fn(*args, **kwargs)
 
 
 async def run_async_generator(
@@ -160,17 +151,9 @@ async def run_async_generator(
     owner: int | None = None,
 ) -> AsyncIterator[Any]:
     """Run an async generator function as one call."""
-    call = _begin(spec, owner)
-    token = _events.CURRENT_CALL.set(call)
-    try:
+    with _Boundary(spec, owner):
         async for item in fn(*args, **kwargs):
             yield item
-    except BaseException as exc:
-        _end(spec, call, exc)
-        raise
-    finally:
-        _reset(token)
-    _end(spec, call, None)
 
 
 def qualified_name(obj: Any) -> str:
