@@ -11,7 +11,7 @@ import pytest
 import ray
 
 import raytrace_kit
-from raytrace_kit import _state
+from raytrace_kit import _local, _state
 
 # Workers inherit the environment of the ray.init() that starts the local cluster; a
 # developer's own override must not redirect the files these tests look for.
@@ -33,6 +33,13 @@ def ray_session() -> None:
     start_shared_ray()
 
 
+@pytest.fixture
+def no_ray() -> None:
+    """Ray is not initialized (the shared instance is shut down; later tests restart it)."""
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _shutdown_ray_at_exit() -> Iterator[None]:
     yield
@@ -48,8 +55,10 @@ def _fresh_state() -> Iterator[None]:
     """Each test starts with raytrace_kit's process state reset and a new event window."""
     global _test_started  # noqa: PLW0603 -- the window events_of() reads
     _state.reset()
+    _local.reset()
     _test_started = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     yield
+    _local.reset()
     _state.reset()
 
 

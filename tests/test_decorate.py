@@ -175,7 +175,9 @@ class TestMisuse:
 
     def test_unknown_option_lists_the_valid_ones(self) -> None:
         """An unknown keyword names itself and lists valid options."""
-        with pytest.raises(InvalidOptionError, match=r"'num_cpus'.*valid options are: log"):
+        with pytest.raises(
+            InvalidOptionError, match=r"'num_cpus'.*valid options are: local, log, post_mortem"
+        ):
             debuggable(num_cpus=1)
 
     def test_option_of_wrong_type(self) -> None:

@@ -10,8 +10,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 from raytrace_kit._decorate import debuggable
 from raytrace_kit._events import get_logger, read_events
+from raytrace_kit._local import LocalActorHandle, is_local_mode, local_mode, set_local_mode
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._paths import log_dir
+from raytrace_kit._refs import LocalRef, LocalRefGenerator
 from raytrace_kit._submit import DebuggableActorClass, DebuggableFunction
 from raytrace_kit.exceptions import (
     InvalidOptionError,
@@ -31,11 +33,17 @@ __all__ = [
     "DebuggableFunction",
     "InvalidOptionError",
     "InvalidTargetError",
+    "LocalActorHandle",
+    "LocalRef",
+    "LocalRefGenerator",
     "RaytraceKitError",
     "RaytraceKitWarning",
     "__version__",
     "debuggable",
     "get_logger",
+    "is_local_mode",
+    "local_mode",
     "log_dir",
     "read_events",
+    "set_local_mode",
 ]

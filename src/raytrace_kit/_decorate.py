@@ -58,7 +58,10 @@ def debuggable(target: Any = None, /, **options: Any) -> Any:
     Args:
         target: What to instrument: a function, a class, a ``@ray.remote`` function or a
             ``@ray.remote`` actor class. Omit it to get a decorator.
-        **options: raytrace_kit options (``log: bool = True``: write call events).
+        **options: raytrace_kit options: ``log`` (write call events, default ``True``),
+            ``local`` (``True``: always run in this process; ``False``: never; default
+            ``None``: follow :func:`local_mode`), ``post_mortem`` (open a debugger at the
+            failing frame: pdb in local mode, Ray's post-mortem debugger on a cluster).
 
     Returns:
         A :class:`DebuggableFunction` or :class:`DebuggableActorClass`, or, without

@@ -60,6 +60,7 @@ class ActiveCall:
         "call_id",
         "fragment",
         "identity",
+        "local_actor_id",
         "mode",
         "owner",
         "spec_fields",
@@ -74,7 +75,9 @@ class ActiveCall:
         spec_fragment: str,
         mode: str,
         owner: int | None,
+        local_actor_id: str | None = None,
     ) -> None:
+        self.local_actor_id = local_actor_id
         self.spec_fields = spec_fields
         self.spec_fragment = spec_fragment
         self.mode = mode
@@ -88,7 +91,10 @@ class ActiveCall:
         """Read the Ray ids of the running task and render the shared JSON members."""
         self.call_id = _new_call_id()
         identity = self.identity = _identity.process_identity()
-        self.task_id, self.actor_id, self.attempt = _identity.call_ids()
+        if self.mode == "ray":
+            self.task_id, self.actor_id, self.attempt = _identity.call_ids()
+        else:  # local mode: no Ray task behind the call
+            self.task_id, self.actor_id, self.attempt = None, self.local_actor_id, 0
         # Ids are hex strings and numbers: safe to place in JSON without escaping.
         self.fragment = (
             f'"call_id":"{self.call_id}",{self.spec_fragment},"mode":"{self.mode}",'

@@ -49,9 +49,11 @@ class CallSpec:
         object.__setattr__(self, "fragment", _events.spec_fragment(fields))
 
 
-def _begin(spec: CallSpec, owner: int | None) -> _events.ActiveCall | None:
+def _begin(
+    spec: CallSpec, owner: int | None, mode: str, actor_id: str | None
+) -> _events.ActiveCall | None:
     try:
-        call = _events.ActiveCall(spec.fields, spec.fragment, "ray", owner)
+        call = _events.ActiveCall(spec.fields, spec.fragment, mode, owner, actor_id)
         if spec.options.log:
             call.capture()
             _events.emit_call("call.start", "info", call)
@@ -89,14 +91,18 @@ class _Boundary:
     restores the previous context. It never suppresses the user's exception.
     """
 
-    __slots__ = ("call", "owner", "spec", "token")
+    __slots__ = ("actor_id", "call", "mode", "owner", "spec", "token")
 
-    def __init__(self, spec: CallSpec, owner: int | None) -> None:
+    def __init__(
+        self, spec: CallSpec, owner: int | None, *, mode: str = "ray", actor_id: str | None = None
+    ) -> None:
         self.spec = spec
         self.owner = owner
+        self.mode = mode
+        self.actor_id = actor_id
 
     def __enter__(self) -> None:
-        self.call = _begin(self.spec, self.owner)
+        self.call = _begin(self.spec, self.owner, self.mode, self.actor_id)
         self.token = _events.CURRENT_CALL.set(self.call)
 
     def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
@@ -113,9 +119,16 @@ def run(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
+    *,
+    mode: str = "ray",
+    actor_id: str | None = None,
 ) -> _T:
-    """Run ``fn(*args, **kwargs)`` as one instrumented call."""
-    with _Boundary(spec, owner):
+    """Run ``fn(*args, **kwargs)`` as one instrumented call.
+
+    ``mode`` is ``ray`` in a Ray worker (ids come from Ray) or ``local`` in local mode
+    (no Ray task; ``actor_id`` is the local actor's id, if any).
+    """
+    with _Boundary(spec, owner, mode=mode, actor_id=actor_id):
         return fn(*args, **kwargs)
 
 
@@ -125,9 +138,12 @@ def run_generator(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
+    *,
+    mode: str = "ray",
+    actor_id: str | None = None,
 ) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
-    with _Boundary(spec, owner):
+    with _Boundary(spec, owner, mode=mode, actor_id=actor_id):
         return (yield from fn(*args, **kwargs))
 
 
@@ -137,9 +153,12 @@ async def run_async(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
+    *,
+    mode: str = "ray",
+    actor_id: str | None = None,
 ) -> _T:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
-    with _Boundary(spec, owner):
+    with _Boundary(spec, owner, mode=mode, actor_id=actor_id):
         return await fn(*args, **kwargs)
 
 
@@ -149,9 +168,12 @@ async def run_async_generator(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
+    *,
+    mode: str = "ray",
+    actor_id: str | None = None,
 ) -> AsyncIterator[Any]:
     """Run an async generator function as one call."""
-    with _Boundary(spec, owner):
+    with _Boundary(spec, owner, mode=mode, actor_id=actor_id):
         async for item in fn(*args, **kwargs):
             yield item
 

@@ -20,9 +20,15 @@ class DebugOptions:
 
     Attributes:
         log: Emit ``call.start`` / ``call.end`` events for every execution.
+        local: ``True`` always runs the calls in this process (local mode), ``False``
+            never does, ``None`` (the default) follows :func:`raytrace_kit.local_mode`.
+        post_mortem: Open a post-mortem debugger at the failing frame when a call raises:
+            ``pdb`` in local mode, Ray's debugger (``RAY_DEBUG_POST_MORTEM``) on a cluster.
     """
 
     log: bool = True
+    local: bool | None = None
+    post_mortem: bool = False
 
     def replace(self, **changes: Any) -> DebugOptions:
         """Return a copy with ``changes`` applied, after validating them.
@@ -40,11 +46,15 @@ class KitOptions(TypedDict, total=False):
     """The keyword options of ``debuggable()`` and ``.with_debug()``, for type checkers."""
 
     log: bool
+    local: bool | None
+    post_mortem: bool
 
 
 # One entry per option: the accepted types and how to describe them in an error.
 _OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "log": ((bool,), "a bool"),
+    "local": ((bool, type(None)), "True, False or None"),
+    "post_mortem": ((bool,), "a bool"),
 }
 
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import ray
 from typing_extensions import ParamSpec, Self
 
-from raytrace_kit._execute import instrument_class, instrument_function
+from raytrace_kit import _local
+from raytrace_kit._execute import CallSpec, instrument_class, instrument_function, qualified_name
 from raytrace_kit._options import DebugOptions
 
 if TYPE_CHECKING:
@@ -31,9 +32,24 @@ _R = TypeVar("_R")
 _T = TypeVar("_T")
 
 
-def _make_remote(target: Any, ray_options: dict[str, Any]) -> Any:
+def _make_remote(target: Any, ray_options: dict[str, Any], options: DebugOptions) -> Any:
+    if options.post_mortem:
+        ray_options = _with_post_mortem(ray_options)
     # ray.remote() with no options must be applied bare; it validates what it is given.
     return ray.remote(**ray_options)(target) if ray_options else ray.remote(target)
+
+
+def _with_post_mortem(ray_options: dict[str, Any]) -> dict[str, Any]:
+    """Ray options whose runtime_env turns on Ray's post-mortem debugger.
+
+    Merged into the user's runtime_env (their own env_vars kept), for this function or
+    actor class only; every other task keeps the job's environment.
+    """
+    runtime_env = dict(ray_options.get("runtime_env") or {})
+    env_vars = dict(runtime_env.get("env_vars") or {})
+    env_vars["RAY_DEBUG_POST_MORTEM"] = "1"
+    runtime_env["env_vars"] = env_vars
+    return {**ray_options, "runtime_env": runtime_env}
 
 
 class _Debuggable:
@@ -65,6 +81,11 @@ class _Debuggable:
         # instrumented Ray remote function or actor class built for them.
         self._variants = variants if variants is not None else {}
         self._remote_target: Any = None
+        self._local_info: Any = None
+        if options.local:
+            # Install the ray.get/ray.wait hooks now: in `ray.get(f.remote())` Python looks
+            # up ray.get before f.remote() runs.
+            _local.activate()
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names not found on the proxy itself.
@@ -174,7 +195,14 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
     """
 
     def remote(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
-        """Submit the task; returns an ``ObjectRef``, a list of them, or a generator."""
+        """Submit the task; returns an ``ObjectRef``, a list of them, or a generator.
+
+        In local mode the call runs here and now, and the refs hold its outcome.
+        """
+        if _local.maybe_active or self._options.local:
+            config = _local.config_for(self._options)
+            if config is not None:
+                return _local.submit_task(self, config, args, kwargs)
         target = self._remote_target
         if target is None:
             target = self._target()
@@ -182,7 +210,16 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
 
     def _build_variant(self) -> RemoteFunction:
         function = instrument_function(self._python, self._options)
-        return _make_remote(function, dict(self.__wrapped__._default_options))
+        return _make_remote(function, dict(self.__wrapped__._default_options), self._options)
+
+    def _local_call_info(self) -> tuple[CallSpec, Any]:
+        """What local mode needs: the call's spec and its effective ``num_returns``."""
+        info = self._local_info
+        if info is None:
+            spec = CallSpec(qualified_name(self._python), "task", self._options)
+            merged = {**self.__wrapped__._default_options, **self._ray_options}
+            info = self._local_info = (spec, merged.get("num_returns"))
+        return info  # type: ignore[no-any-return]
 
     @property
     def __signature__(self) -> inspect.Signature:
@@ -205,7 +242,15 @@ class DebuggableActorClass(_Debuggable, Generic[_T]):
     """
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle[_T]:
-        """Create the actor; returns its ``ActorHandle``."""
+        """Create the actor; returns its ``ActorHandle``.
+
+        In local mode the actor is built in this process and a ``LocalActorHandle`` is
+        returned, used the same way.
+        """
+        if _local.maybe_active or self._options.local:
+            config = _local.config_for(self._options)
+            if config is not None:
+                return _local.create_actor(self, config, args, kwargs)
         target = self._remote_target
         if target is None:
             target = self._target()
@@ -213,7 +258,12 @@ class DebuggableActorClass(_Debuggable, Generic[_T]):
 
     def _build_variant(self) -> ActorClass[_T]:
         cls = instrument_class(self._python, self._options)
-        return _make_remote(cls, dict(self.__wrapped__._default_options))
+        return _make_remote(cls, dict(self.__wrapped__._default_options), self._options)
+
+    def _local_actor_info(self) -> tuple[type, DebugOptions, dict[str, Any]]:
+        """What local mode needs: the user's class, kit options and Ray options."""
+        merged = {**self.__wrapped__._default_options, **self._ray_options}
+        return self._python, self._options, merged
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         msg = (
