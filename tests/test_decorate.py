@@ -160,6 +160,11 @@ class TestMisuse:
         with pytest.raises(InvalidTargetError, match=r"asyncio\.run"):
             debuggable(fetch)
 
+    def test_ray_options_wrapper(self) -> None:
+        """f.options(...) is not a remote function: the error shows the right order."""
+        with pytest.raises(InvalidTargetError, match=r"debuggable\(f\)\.options"):
+            debuggable(ray.remote(double).options(num_cpus=1))
+
     @pytest.mark.usefixtures("ray_session")
     def test_actor_handle(self) -> None:
         """Decorating an actor handle points at the actor class instead."""

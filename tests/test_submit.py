@@ -177,3 +177,22 @@ class TestPickling:
         assert len(events_of(square, "call.end")) == 1
         assert len(events_of(Caller, "call.end")) == 2
         ray.kill(caller)
+
+
+class TestPostMortemOnCluster:
+    """post_mortem=True turns on Ray's post-mortem debugger for that function only."""
+
+    def test_env_reaches_only_that_functions_workers(self) -> None:
+        """RAY_DEBUG_POST_MORTEM is set in its workers, merged with the user's env_vars."""
+
+        @ray.remote
+        def read_env() -> tuple[str | None, str | None]:
+            import os  # noqa: PLC0415 -- runs in the worker
+
+            return os.environ.get("RAY_DEBUG_POST_MORTEM"), os.environ.get("USER_SETTING")
+
+        env = {"env_vars": {"USER_SETTING": "kept"}}
+        debugged = debuggable(post_mortem=True)(read_env).options(runtime_env=env)
+        assert ray.get(debugged.remote()) == ("1", "kept")
+        assert ray.get(read_env.remote()) == (None, None)
+        assert ray.get(debuggable(read_env).remote()) == (None, None)

@@ -115,6 +115,11 @@ def _describe_bad_target(target: Any) -> str:
     kind = type(target).__name__
     if isinstance(target, ray.actor.ActorHandle):
         hint = "decorate the actor class, before calling .remote() on it"
+    elif type(target).__name__ in {"FuncWrapper", "ActorOptionWrapper"}:
+        hint = (
+            "decorate the remote function or actor class itself and call .options(...) "
+            "on the result: debuggable(f).options(num_cpus=2)"
+        )
     elif isinstance(target, ray.actor.ActorMethod):
         hint = "decorate the whole actor class; every method is then instrumented"
     elif callable(target):

@@ -221,15 +221,23 @@ class EventWriter:
 _worker_writer: EventWriter | None = None
 
 
-def _writer() -> EventWriter:
-    """Return the event file of this process, for the current session."""
+def _writer(identity: _identity.ProcessIdentity | None = None) -> EventWriter:
+    """Return the event file of this process, for the current session.
+
+    A driver resolves its file once per identity (per Ray connection): the directory and
+    ``RAYTRACE_LOG_DIR`` are read then, not for every event.
+    """
     global _worker_writer  # noqa: PLW0603 -- per-process cache for the worker hot path
     writer = _worker_writer
     if writer is not None and writer._pid in (-1, os.getpid()):
         return writer
-    identity = _identity.process_identity()
-    path = _paths.log_dir() / _paths.event_file_name(identity.node_id, identity.pid)
+    if identity is None:
+        identity = _identity.process_identity()
     state = _state.state
+    cached = state.driver_writer
+    if cached is not None and cached[0] is identity:
+        return cached[1]
+    path = _paths.log_dir() / _paths.event_file_name(identity.node_id, identity.pid)
     writer = state.writers.get(path)
     if writer is None:
         with _state.lock:
@@ -237,6 +245,8 @@ def _writer() -> EventWriter:
     if identity.is_worker:
         # A worker belongs to one session for life: resolve its file once.
         _worker_writer = writer
+    else:
+        state.driver_writer = (identity, writer)
     return writer
 
 
@@ -422,7 +432,7 @@ def emit_call(event: str, level: str, call: ActiveCall, tail: str = "") -> None:
             f'{{"timestamp":"{_now()}","level":"{level}","event":"{event}",'
             f"{call.fragment}{tail}}}\n"
         )
-        _writer().write(line.encode("utf-8", "backslashreplace"))
+        _writer(call.identity).write(line.encode("utf-8", "backslashreplace"))
     except Exception as exc:
         report_failure("write-events", "cannot write the event file", exc)
 

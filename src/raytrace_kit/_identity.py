@@ -38,13 +38,26 @@ _worker_identity: ProcessIdentity | None = None
 
 
 def process_identity() -> ProcessIdentity:
-    """Return this process's identity; cached in Ray workers, whose ids never change."""
-    global _worker_identity  # noqa: PLW0603 -- a per-process cache, never reset by users
-    if _worker_identity is not None and _worker_identity.pid == os.getpid():
+    """Return this process's identity.
+
+    Cached: for life in Ray workers, whose ids never change; in a driver, until it
+    connects to another Ray instance (``ray.shutdown()`` then ``ray.init()``).
+    """
+    global _worker_identity, _driver_cache  # noqa: PLW0603 -- per-process caches
+    pid = os.getpid()
+    if _worker_identity is not None and _worker_identity.pid == pid:
         return _worker_identity
-    if not ray.is_initialized():
-        return ProcessIdentity(None, None, None, os.getpid(), is_worker=False)
+    # The mode and connection have no public getters.
     worker = ray._private.worker.global_worker
+    connected = worker.connected
+    key = (pid, worker.node.session_name, id(worker.core_worker)) if connected else (pid,)
+    cached = _driver_cache
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    if not connected:
+        identity = ProcessIdentity(None, None, None, pid, is_worker=False)
+        _driver_cache = (key, identity)
+        return identity
     ctx = ray.get_runtime_context()
     identity = ProcessIdentity(
         job_id=ctx.get_job_id(),
@@ -55,7 +68,12 @@ def process_identity() -> ProcessIdentity:
     )
     if identity.is_worker:
         _worker_identity = identity
+    else:
+        _driver_cache = (key, identity)
     return identity
+
+
+_driver_cache: tuple[tuple[object, ...], ProcessIdentity] | None = None
 
 
 def call_ids() -> tuple[str | None, str | None, int | None]:

@@ -303,8 +303,8 @@ def _run(
     num_returns: Any,
     instance: Any = None,
     actor_id: str | None = None,
+    generator: bool,
 ) -> Any:
-    generator = _is_generator(fn)
     owner = None
     try:
         args, kwargs = _prepare_arguments(args, kwargs, config, spec.function)
@@ -337,8 +337,16 @@ def submit_task(
 ) -> Any:
     """Run a debuggable function's call here; return what ``.remote()`` returns in Ray."""
     activate()  # @debuggable(local=True) can be the first use of local mode
-    spec, num_returns = task._local_call_info()
-    return _run(spec, task._python, args, kwargs, config=config, num_returns=num_returns)
+    spec, num_returns, generator = task._local_call_info()
+    return _run(
+        spec,
+        task._python,
+        args,
+        kwargs,
+        config=config,
+        num_returns=num_returns,
+        generator=generator,
+    )
 
 
 # --- actors -------------------------------------------------------------------------------
@@ -441,6 +449,7 @@ class LocalActorMethod:
             num_returns=num_returns,
             instance=instance,
             actor_id=actor.actor_id,
+            generator=_is_generator(method),
         )
 
 

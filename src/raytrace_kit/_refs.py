@@ -175,7 +175,7 @@ def task_error(exc: BaseException, function: str) -> RayTaskError:
     """The ``RayTaskError`` Ray would deliver for ``exc`` raised in ``function``."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return RayTaskError(
-        function, text, exc, proctitle=f"raytrace_kit local::{function}()", pid=os.getpid()
+        function, text, exc, proctitle=f"raytrace_kit local::{function}", pid=os.getpid()
     )
 
 

@@ -29,6 +29,8 @@ class _State:
         self.writers: dict[Path, EventWriter] = {}
         # Warning keys already shown in this process (warn once, not per call).
         self.warned: set[str] = set()
+        # A driver's event file, with the identity (Ray connection) it is for.
+        self.driver_writer: tuple[object, EventWriter] | None = None
 
 
 state = _State()

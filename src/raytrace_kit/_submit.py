@@ -115,7 +115,11 @@ class _Debuggable:
         target = self._remote_target
         if target is None:
             variant = self._variant()
-            target = variant.options(**self._ray_options) if self._ray_options else variant
+            ray_options = self._ray_options
+            if self._options.post_mortem and "runtime_env" in ray_options:
+                # A runtime_env given here replaces the variant's: merge ours in again.
+                ray_options = _with_post_mortem(ray_options)
+            target = variant.options(**ray_options) if ray_options else variant
             self._remote_target = target
         return target
 
@@ -212,13 +216,14 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
         function = instrument_function(self._python, self._options)
         return _make_remote(function, dict(self.__wrapped__._default_options), self._options)
 
-    def _local_call_info(self) -> tuple[CallSpec, Any]:
-        """What local mode needs: the call's spec and its effective ``num_returns``."""
+    def _local_call_info(self) -> tuple[CallSpec, Any, bool]:
+        """What local mode needs: the spec, the effective ``num_returns``, generator-ness."""
         info = self._local_info
         if info is None:
             spec = CallSpec(qualified_name(self._python), "task", self._options)
             merged = {**self.__wrapped__._default_options, **self._ray_options}
-            info = self._local_info = (spec, merged.get("num_returns"))
+            generator = inspect.isgeneratorfunction(self._python)
+            info = self._local_info = (spec, merged.get("num_returns"), generator)
         return info  # type: ignore[no-any-return]
 
     @property
