@@ -19,6 +19,7 @@ import raytrace_kit
 from raytrace_kit import (
     LocalActorHandle,
     LocalRef,
+    NotSerializableError,
     debuggable,
     is_local_mode,
     local_mode,
@@ -181,9 +182,11 @@ class TestWithoutRay:
         assert result is items
 
     def test_unpicklable_argument_fails_at_submission(self) -> None:
-        """An argument Ray could not serialize raises TypeError at .remote(), as in Ray."""
-        with local_mode(), pytest.raises(TypeError, match="Could not serialize the argument"):
+        """An argument Ray could not serialize fails at .remote(), a TypeError naming it."""
+        with local_mode(), pytest.raises(NotSerializableError, match=r"x\.lock") as info:
             where.remote(Unpicklable())
+        assert isinstance(info.value, TypeError)
+        assert "Could not serialize the argument" in str(info.value.__cause__)
 
     def test_unpicklable_result_fails_at_get(self) -> None:
         """A result Ray could not serialize fails at ray.get with a RayTaskError."""

@@ -14,10 +14,16 @@ from raytrace_kit._local import LocalActorHandle, is_local_mode, local_mode, set
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._paths import log_dir
 from raytrace_kit._refs import LocalRef, LocalRefGenerator
+from raytrace_kit._serialization import (
+    SerializationFailure,
+    SerializationReport,
+    check_serializable,
+)
 from raytrace_kit._submit import DebuggableActorClass, DebuggableFunction
 from raytrace_kit.exceptions import (
     InvalidOptionError,
     InvalidTargetError,
+    NotSerializableError,
     RaytraceKitError,
     RaytraceKitWarning,
 )
@@ -36,9 +42,13 @@ __all__ = [
     "LocalActorHandle",
     "LocalRef",
     "LocalRefGenerator",
+    "NotSerializableError",
     "RaytraceKitError",
     "RaytraceKitWarning",
+    "SerializationFailure",
+    "SerializationReport",
     "__version__",
+    "check_serializable",
     "debuggable",
     "get_logger",
     "is_local_mode",

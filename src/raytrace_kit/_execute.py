@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from raytrace_kit import _events, _identity
 from raytrace_kit._options import DebugOptions
+from raytrace_kit._serialization import check_serializable, reject
 
 __all__ = ["CallSpec", "instrument_class", "instrument_function"]
 
@@ -129,7 +130,10 @@ def run(
     (no Ray task; ``actor_id`` is the local actor's id, if any).
     """
     with _Boundary(spec, owner, mode=mode, actor_id=actor_id):
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        if spec.options.check == "always":
+            check_return(spec, result)
+        return result
 
 
 def run_generator(
@@ -159,7 +163,10 @@ async def run_async(
 ) -> _T:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
     with _Boundary(spec, owner, mode=mode, actor_id=actor_id):
-        return await fn(*args, **kwargs)
+        result = await fn(*args, **kwargs)
+        if spec.options.check == "always":
+            check_return(spec, result)
+        return result
 
 
 async def run_async_generator(
@@ -176,6 +183,17 @@ async def run_async_generator(
     with _Boundary(spec, owner, mode=mode, actor_id=actor_id):
         async for item in fn(*args, **kwargs):
             yield item
+
+
+def check_return(spec: CallSpec, value: Any) -> None:
+    """``check="always"``: fail the call, in the worker, if Ray cannot send ``value`` back.
+
+    Raises:
+        NotSerializableError: With the report; ``ray.get`` raises it on the driver.
+    """
+    report = check_serializable(value, name=f"the return value of {spec.function}", scope="return")
+    if not report.ok:
+        reject(report, "returning from the call", spec.function)
 
 
 def qualified_name(obj: Any) -> str:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from raytrace_kit.exceptions import InvalidOptionError
 
-__all__ = ["DebugOptions", "KitOptions", "validate_option_names"]
+__all__ = ["CheckMode", "DebugOptions", "KitOptions", "validate_option_names"]
+
+CheckMode = Literal["first", "always", "on_error", "off"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +26,16 @@ class DebugOptions:
             never does, ``None`` (the default) follows :func:`raytrace_kit.local_mode`.
         post_mortem: Open a post-mortem debugger at the failing frame when a call raises:
             ``pdb`` in local mode, Ray's debugger (``RAY_DEBUG_POST_MORTEM``) on a cluster.
+        check: Serializability checks before submission: ``"first"`` checks the function
+            or class once, on its first submission; ``"always"`` also checks every call's
+            arguments, and return values in the worker; ``"on_error"`` only explains a
+            failure Ray reports; ``"off"`` does nothing.
     """
 
     log: bool = True
     local: bool | None = None
     post_mortem: bool = False
+    check: CheckMode = "first"
 
     def replace(self, **changes: Any) -> DebugOptions:
         """Return a copy with ``changes`` applied, after validating them.
@@ -48,6 +55,7 @@ class KitOptions(TypedDict, total=False):
     log: bool
     local: bool | None
     post_mortem: bool
+    check: CheckMode
 
 
 # One entry per option: the accepted types and how to describe them in an error.
@@ -55,7 +63,9 @@ _OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "log": ((bool,), "a bool"),
     "local": ((bool, type(None)), "True, False or None"),
     "post_mortem": ((bool,), "a bool"),
+    "check": ((str,), "one of 'first', 'always', 'on_error', 'off'"),
 }
+_CHOICES: dict[str, tuple[object, ...]] = {"check": ("first", "always", "on_error", "off")}
 
 
 def validate_option_names(options: dict[str, Any]) -> None:
@@ -74,7 +84,7 @@ def validate_option_names(options: dict[str, Any]) -> None:
             )
             raise InvalidOptionError(msg, name)
         types, description = spec
-        if not isinstance(value, types):
+        if not isinstance(value, types) or value not in _CHOICES.get(name, (value,)):
             msg = (
                 f"raytrace_kit option {name}={value!r} has type "
                 f"{type(value).__name__}; expected {description}."

@@ -20,6 +20,13 @@ from typing_extensions import ParamSpec, Self
 from raytrace_kit import _local
 from raytrace_kit._execute import CallSpec, instrument_class, instrument_function, qualified_name
 from raytrace_kit._options import DebugOptions
+from raytrace_kit._serialization import (
+    SerializationFailure,
+    SerializationReport,
+    check_serializable,
+    reject,
+)
+from raytrace_kit.exceptions import NotSerializableError
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass, ActorHandle
@@ -65,7 +72,7 @@ class _Debuggable:
         python_object: Any,
         options: DebugOptions,
         ray_options: dict[str, Any] | None = None,
-        variants: dict[DebugOptions, Any] | None = None,
+        shared: _Shared | None = None,
     ) -> None:
         self.__wrapped__ = wrapped
         # The user's names and docs, not those of Ray's wrapper (RemoteFunction has no
@@ -77,9 +84,7 @@ class _Debuggable:
         self._python = python_object
         self._options = options
         self._ray_options = dict(ray_options or {})
-        # Shared by every proxy derived from one decorated object: DebugOptions -> the
-        # instrumented Ray remote function or actor class built for them.
-        self._variants = variants if variants is not None else {}
+        self._shared = shared if shared is not None else _Shared()
         self._remote_target: Any = None
         self._local_info: Any = None
         if options.local:
@@ -104,11 +109,12 @@ class _Debuggable:
         raise NotImplementedError
 
     def _variant(self) -> Any:
-        variant = self._variants.get(self._options)
+        variants = self._shared.variants
+        variant = variants.get(self._options)
         if variant is None:
             variant = self._build_variant()
             # setdefault: two threads building at once agree on one variant.
-            variant = self._variants.setdefault(self._options, variant)
+            variant = variants.setdefault(self._options, variant)
         return variant
 
     def _target(self) -> Any:
@@ -129,7 +135,7 @@ class _Debuggable:
             self._python,
             options,
             ray_options,
-            self._variants,
+            self._shared,
         )
 
     def options(self, **ray_options: Any) -> Self:
@@ -168,6 +174,91 @@ class _Debuggable:
             ),
         )
 
+    # --- submission: checks, then local mode or Ray ---
+
+    def _submit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Check (per ``check``), then run locally or submit to Ray: ``.remote()``'s body."""
+        options = self._options
+        check = options.check
+        if check == "always" or (check == "first" and not self._shared.checked):
+            self._check_before_submit(args, kwargs)
+        try:
+            if _local.maybe_active or options.local:
+                config = _local.config_for(options)
+                if config is not None:
+                    return self._run_locally(config, args, kwargs)
+            target = self._remote_target
+            if target is None:
+                target = self._target()
+            return target.remote(*args, **kwargs)
+        except TypeError as exc:
+            if check == "off" or isinstance(exc, NotSerializableError):
+                raise
+            explained = self._explain(exc, args, kwargs)
+            if explained is None:
+                raise
+            raise explained from exc
+
+    def _run_locally(
+        self, config: _local.LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        raise NotImplementedError
+
+    # --- serializability checks (see _serialization.py) ---
+
+    def _check_before_submit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """``check="first"``: the code, once; ``"always"``: the code once, then arguments.
+
+        Raises:
+            NotSerializableError: Something Ray could not serialize; nothing was submitted.
+        """
+        shared = self._shared
+        if not shared.checked:
+            report = check_serializable(self._python, name=self.__qualname__)
+            if not report.ok:
+                reject(report, f"{self._kind} {self.__qualname__}", self.__qualname__)
+            shared.checked = True  # verdicts "ok" are cached; failures are checked again
+        if self._options.check == "always":
+            arguments = self._check_arguments(args, kwargs)
+            if arguments is not None:
+                reject(arguments, f"a call of {self.__qualname__}", self.__qualname__)
+
+    def _check_arguments(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], error: str = ""
+    ) -> SerializationReport | None:
+        failures: list[SerializationFailure] = []
+        # inspect.signature of a class is that of its constructor, without self.
+        for name, value in _named_arguments(self._python, args, kwargs):
+            report = check_serializable(value, name=name, scope="argument")
+            failures.extend(report.failures)
+        if not failures:
+            return None
+        return SerializationReport(
+            f"the arguments of {self.__qualname__}",
+            ok=False,
+            failures=tuple(failures),
+            error=error or failures[0].error,
+        )
+
+    def _explain(
+        self, exc: TypeError, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> NotSerializableError | None:
+        """After Ray failed to serialize something at submission: what, and how to fix it."""
+        report: SerializationReport | None = check_serializable(
+            self._python, name=self.__qualname__
+        )
+        if report is not None and report.ok:
+            report = self._check_arguments(args, kwargs)
+        if report is None:
+            return None  # not a serialization problem: Ray's error stands
+        context = f"submitting {self.__qualname__}"
+        try:
+            reject(report, context, self.__qualname__)
+        except NotSerializableError as error:
+            return error
+
+    _kind = "function"
+
     def __copy__(self) -> Self:
         return self._derive(self._options, self._ray_options)
 
@@ -177,6 +268,38 @@ class _Debuggable:
     def __repr__(self) -> str:
         kind = "actor class" if isinstance(self, DebuggableActorClass) else "function"
         return f"<debuggable {kind} {self.__module__}.{self.__qualname__} {self._options}>"
+
+
+class _Shared:
+    """State shared by every proxy derived from one decorated object."""
+
+    __slots__ = ("checked", "variants")
+
+    def __init__(self) -> None:
+        # DebugOptions -> the instrumented Ray remote function or actor class built for them.
+        self.variants: dict[DebugOptions, Any] = {}
+        # The code passed check_serializable() (check="first"/"always").
+        self.checked = False
+
+
+def _named_arguments(
+    target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """Arguments with their parameter names (``args[i]`` when they cannot be bound)."""
+    try:
+        bound = inspect.signature(target).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return [(f"args[{i}]", a) for i, a in enumerate(args)] + list(kwargs.items())
+    named: list[tuple[str, Any]] = []
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            named.extend((f"{name}[{i}]", v) for i, v in enumerate(value))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            named.extend(value.items())
+        else:
+            named.append((name, value))
+    return named
 
 
 def _rebuild(
@@ -203,14 +326,12 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
 
         In local mode the call runs here and now, and the refs hold its outcome.
         """
-        if _local.maybe_active or self._options.local:
-            config = _local.config_for(self._options)
-            if config is not None:
-                return _local.submit_task(self, config, args, kwargs)
-        target = self._remote_target
-        if target is None:
-            target = self._target()
-        return target.remote(*args, **kwargs)
+        return self._submit(args, kwargs)
+
+    def _run_locally(
+        self, config: _local.LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        return _local.submit_task(self, config, args, kwargs)
 
     def _build_variant(self) -> RemoteFunction:
         function = instrument_function(self._python, self._options)
@@ -252,14 +373,14 @@ class DebuggableActorClass(_Debuggable, Generic[_T]):
         In local mode the actor is built in this process and a ``LocalActorHandle`` is
         returned, used the same way.
         """
-        if _local.maybe_active or self._options.local:
-            config = _local.config_for(self._options)
-            if config is not None:
-                return _local.create_actor(self, config, args, kwargs)
-        target = self._remote_target
-        if target is None:
-            target = self._target()
-        return target.remote(*args, **kwargs)
+        return self._submit(args, kwargs)
+
+    _kind = "actor class"
+
+    def _run_locally(
+        self, config: _local.LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        return _local.create_actor(self, config, args, kwargs)
 
     def _build_variant(self) -> ActorClass[_T]:
         cls = instrument_class(self._python, self._options)

@@ -7,9 +7,15 @@ so ``except TypeError`` keeps working.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raytrace_kit._serialization import SerializationReport
+
 __all__ = [
     "InvalidOptionError",
     "InvalidTargetError",
+    "NotSerializableError",
     "RaytraceKitError",
     "RaytraceKitWarning",
 ]
@@ -33,6 +39,26 @@ class InvalidOptionError(RaytraceKitError, TypeError):
     def __init__(self, message: str, option: str) -> None:
         super().__init__(message)
         self.option = option
+
+
+class NotSerializableError(RaytraceKitError, TypeError):
+    """Ray could not serialize a function, class, argument or return value.
+
+    Raised before anything is submitted (or, for a return value under
+    ``check="always"``, inside the worker, so ``ray.get`` raises it). The message names
+    each culprit, its path and scope, and a fix.
+
+    Attributes:
+        report: The :class:`~raytrace_kit.SerializationReport` with every failure.
+    """
+
+    def __init__(self, message: str, report: SerializationReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Travels from a worker to the driver inside a RayTaskError.
+        return (type(self), (str(self), self.report))
 
 
 class RaytraceKitWarning(UserWarning):

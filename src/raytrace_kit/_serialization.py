@@ -1,0 +1,441 @@
+"""check_serializable(): find every value Ray could not ship, and say where it came from.
+
+It walks what ``ray.util.inspect_serializability`` walks (a function's globals and
+nonlocals via ``inspect.getclosurevars``, an object's members) and judges each value with
+Ray's own serializer (``ray.cloudpickle``). Where Ray's tool stops at the first failure on
+each level and does not look inside dicts, lists, tuples or sets, this walk names every
+failing member on a level and the exact element inside containers and dataclasses, so the
+report points at ``config['pool']`` rather than at ``config``. Objects of library classes
+(a pool, a lock, a client) are named themselves: their internals are not the user's to fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import html
+import inspect
+import itertools
+import os
+import sys
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn
+
+import ray.cloudpickle
+import ray.remote_function
+
+from raytrace_kit import _events
+from raytrace_kit.exceptions import NotSerializableError
+
+__all__ = [
+    "SerializationFailure",
+    "SerializationReport",
+    "check_serializable",
+    "error_message",
+    "fix_for",
+    "reject",
+]
+
+Scope = Literal["global", "nonlocal", "attribute", "item", "argument", "return"]
+
+_MAX_CHILDREN = 200  # per object: enough for real closures and configs, bounded for huge ones
+_ERROR_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class SerializationFailure:
+    """One value that Ray cannot serialize.
+
+    Attributes:
+        name: How to reach it from its parent, e.g. ``pool``, ``config['pool']``,
+            ``handlers[2]``, ``self.lock``.
+        path: The names from the checked object down to it, e.g.
+            ``('special_business', 'pool')``.
+        scope: Where the reference lives: ``global``, ``nonlocal`` (captured from an
+            enclosing function), ``attribute``, ``item`` (inside a container),
+            ``argument`` or ``return``.
+        type_name: The type of the value, e.g. ``multiprocessing.pool.Pool``.
+        error: What the serializer said.
+    """
+
+    name: str
+    path: tuple[str, ...]
+    scope: Scope
+    type_name: str
+    error: str
+
+    @property
+    def dotted_path(self) -> str:
+        """The path as one expression: ``process.config['pool']``."""
+        text = ""
+        for part in self.path:
+            text += part if part.startswith("[") or not text else f".{part}"
+        return text
+
+    @property
+    def fix(self) -> str:
+        """A fix that fits the scope."""
+        return fix_for(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SerializationReport:
+    """The verdict of :func:`check_serializable` on one object.
+
+    Attributes:
+        target: What was checked (its name).
+        ok: Whether Ray can serialize it.
+        failures: Every value found that Ray cannot serialize (empty when ``ok``).
+        error: The serializer's message for the object as a whole, when not ``ok``.
+    """
+
+    target: str
+    ok: bool
+    failures: tuple[SerializationFailure, ...] = ()
+    error: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.target}: serializable"
+        lines = [f"{self.target}: NOT serializable ({self.error})"]
+        for failure in self.failures:
+            lines.append(f"└─ {failure.dotted_path}  [{failure.scope}] {failure.type_name}")
+            lines.append(f"     error: {failure.error}")
+            lines.append(f"     fix:   {failure.fix}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        title = html.escape(self.target)
+        if self.ok:
+            return f"<p><code>{title}</code>: serializable &#10003;</p>"
+        rows = "".join(
+            "<tr>"
+            f"<td><code>{html.escape(f.dotted_path)}</code></td>"
+            f"<td>{html.escape(f.scope)}</td>"
+            f"<td><code>{html.escape(f.type_name)}</code></td>"
+            f"<td>{html.escape(f.error)}</td>"
+            f"<td>{html.escape(f.fix)}</td>"
+            "</tr>"
+            for f in self.failures
+        )
+        return (
+            f"<p><code>{title}</code>: <b>not serializable</b> "
+            f"({html.escape(self.error)})</p>"
+            "<table><thead><tr><th>value</th><th>scope</th><th>type</th>"
+            f"<th>error</th><th>fix</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+
+    def raise_if_failed(self, context: str) -> None:
+        """Raise :class:`NotSerializableError` naming the culprits, if not ``ok``.
+
+        Raises:
+            NotSerializableError: The report has failures.
+        """
+        if not self.ok:
+            raise NotSerializableError(error_message(self, context), self)
+
+
+def fix_for(failure: SerializationFailure) -> str:
+    """A fix for one failure, phrased for where the value lives."""
+    name = failure.name
+    owner = failure.path[0] if failure.path else "the task"
+    if failure.scope == "global":
+        return (
+            f"'{name}' is a module global that {owner} uses: create it inside the function, "
+            "pass what it needs as an argument, or keep it in an actor and call the actor"
+        )
+    if failure.scope == "nonlocal":
+        return (
+            f"'{name}' is captured from an enclosing function: create it inside the remote "
+            "function, or pass it as an argument"
+        )
+    if failure.scope == "attribute":
+        return (
+            f"attribute '{name}' cannot travel: create it lazily in the worker, leave it out "
+            "of the pickled state (__getstate__/__reduce__), or keep the object in an actor"
+        )
+    if failure.scope == "item":
+        return (
+            f"element {failure.dotted_path} cannot travel: remove it from the container "
+            "and create it in the worker, or keep it in an actor"
+        )
+    if failure.scope == "argument":
+        return (
+            f"argument '{name}' cannot be sent to a worker: pass the data or settings needed "
+            "to build it (a path, a config) and build it inside the task or actor"
+        )
+    return "the return value cannot be sent back: return plain data (lists, dicts, arrays)"
+
+
+def error_message(report: SerializationReport, context: str) -> str:
+    """The message of a :class:`NotSerializableError` for ``report``."""
+    lines = [f"{context}: Ray cannot serialize {report.target} ({report.error})."]
+    for failure in report.failures:
+        lines.append(
+            f"  - {failure.dotted_path} [{failure.scope}, {failure.type_name}]: "
+            f"{failure.error}. Fix: {failure.fix}."
+        )
+    return "\n".join(lines)
+
+
+def reject(report: SerializationReport, context: str, function: str) -> NoReturn:
+    """Log a ``serialization.fail`` event, then raise :class:`NotSerializableError`.
+
+    The event names the culprits (name, path, scope, type), never their values.
+
+    Raises:
+        NotSerializableError: Always, carrying ``report``.
+    """
+    _events.emit(
+        "serialization.fail",
+        "error",
+        {
+            "function": function,
+            "target": report.target,
+            "context": context,
+            "failures": [
+                {"name": f.name, "path": list(f.path), "scope": f.scope, "type_name": f.type_name}
+                for f in report.failures
+            ],
+        },
+    )
+    raise NotSerializableError(error_message(report, context), report)
+
+
+def check_serializable(
+    obj: Any,
+    *,
+    name: str | None = None,
+    depth: int = 3,
+    scope: Scope | None = None,
+) -> SerializationReport:
+    """Check whether Ray can serialize ``obj``; if not, name every value that prevents it.
+
+    Functions are checked with the globals and nonlocals they capture, classes with their
+    methods, instances with their attributes (dataclass fields and ``__slots__`` too), and
+    containers (dict, list, tuple, set) element by element.
+
+    Args:
+        obj: A function, class, instance or container.
+        name: The name to report it under (default: its qualified name or type).
+        depth: How many levels below ``obj`` to look into (a failure deeper than that is
+            reported at the deepest level looked at).
+        scope: The scope to report ``obj`` itself under if it fails as a whole (used for
+            call arguments and return values).
+
+    Returns:
+        The report: ``.ok``, ``.failures``, a readable ``str()`` and ``_repr_html_``.
+
+    Example:
+        >>> import threading
+        >>> lock = threading.Lock()
+        >>> def uses_lock():
+        ...     with lock:
+        ...         pass
+        >>> print(check_serializable(uses_lock))  # doctest: +SKIP
+        uses_lock: NOT serializable (cannot pickle '_thread.lock' object)
+        └─ uses_lock.lock  [global] _thread.lock
+    """
+    root = name or _display_name(obj)
+    error = _serialization_error(obj)
+    if error is None:
+        return SerializationReport(root, ok=True)
+    walker = _Walker(depth)
+    walker.visit(obj, root, path=(root,), scope=scope or "argument", depth=depth, error=error)
+    return SerializationReport(root, ok=False, failures=tuple(walker.failures), error=error)
+
+
+def _serialization_error(obj: Any) -> str | None:
+    try:
+        ray.cloudpickle.dumps(obj)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
+    return None
+
+
+class _Walker:
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self.failures: list[SerializationFailure] = []
+        self.seen: set[int] = set()
+
+    def visit(
+        self,
+        obj: Any,
+        name: str,
+        *,
+        path: tuple[str, ...],
+        scope: Scope,
+        depth: int,
+        error: str,
+    ) -> None:
+        """Record ``obj`` (known to fail), or the failing values below it if any."""
+        self.seen.add(id(obj))
+        found_below = False
+        if depth > 0:
+            for child_name, child, child_scope, segment in _children(obj):
+                if id(child) in self.seen:
+                    continue
+                child_error = _serialization_error(child)
+                if child_error is None:
+                    continue
+                found_below = True
+                # An element is named from its container: config['pool'], handlers[2].
+                shown = f"{name}{segment}" if child_scope == "item" else child_name
+                self.visit(
+                    child,
+                    shown,
+                    path=(*path, segment),
+                    scope=child_scope,
+                    depth=depth - 1,
+                    error=child_error,
+                )
+        if not found_below:
+            self.failures.append(
+                SerializationFailure(name, path, scope, _type_name(obj), _short(error))
+            )
+
+
+def _children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
+    """(name, value, scope, path segment) of everything ``obj`` makes the pickler visit."""
+    return itertools.islice(_raw_children(obj), _MAX_CHILDREN)
+
+
+def _raw_children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
+    if isinstance(obj, ray.remote_function.RemoteFunction):
+        obj = obj._function  # the Python function Ray pickles
+    if isinstance(obj, dict | list | tuple | set | frozenset):
+        yield from _container_children(obj)
+    elif inspect.isfunction(obj):
+        yield from _function_children(obj)
+    elif inspect.ismethod(obj):
+        yield "__self__", obj.__self__, "attribute", "__self__"
+        yield from _function_children(obj.__func__)
+    elif isinstance(obj, functools.partial):
+        yield "func", obj.func, "attribute", "func"
+        for i, arg in enumerate(obj.args):
+            yield f"args[{i}]", arg, "item", f"args[{i}]"
+        for key, value in obj.keywords.items():
+            yield key, value, "item", key
+    elif inspect.isclass(obj):
+        for attr, member in list(vars(obj).items()):
+            if attr.startswith("__") and attr.endswith("__"):
+                continue
+            if isinstance(member, staticmethod | classmethod):
+                member = member.__func__  # noqa: PLW2901 -- the function inside
+            yield attr, member, "attribute", attr
+    else:
+        yield from _instance_children(obj)
+
+
+def _container_children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
+    if isinstance(obj, dict):
+        for key, value in list(obj.items()):
+            yield f"[{key!r}]", value, "item", f"[{key!r}]"
+    elif isinstance(obj, list | tuple):
+        for i, value in enumerate(obj):
+            yield f"[{i}]", value, "item", f"[{i}]"
+    else:  # a set: elements have no position, name them by value
+        for value in list(obj):
+            label = "{" + _short(repr(value), 40) + "}"
+            yield label, value, "item", label
+
+
+def _function_children(fn: Any) -> Iterator[tuple[str, Any, Scope, str]]:
+    try:
+        captured = inspect.getclosurevars(fn)
+    except (TypeError, ValueError):
+        return
+    for var, value in captured.globals.items():
+        if not inspect.ismodule(value):
+            yield var, value, "global", var
+    for var, value in captured.nonlocals.items():
+        yield var, value, "nonlocal", var
+
+
+def _instance_children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
+    if not _is_user_data(type(obj)):
+        # A pool, a lock, a client: the object itself is the culprit to name, not the
+        # internals of a library class or of a class with its own pickling rules.
+        return
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for field in dataclasses.fields(obj):
+            if hasattr(obj, field.name):
+                yield field.name, getattr(obj, field.name), "attribute", field.name
+        return
+    attributes = getattr(obj, "__dict__", None)
+    if isinstance(attributes, dict):
+        for attr, value in list(attributes.items()):
+            yield attr, value, "attribute", attr
+    for klass in type(obj).__mro__:
+        for slot in getattr(klass, "__slots__", ()) or ():
+            special = slot in {"__dict__", "__weakref__"}
+            if isinstance(slot, str) and not special and hasattr(obj, slot):
+                yield slot, getattr(obj, slot), "attribute", slot
+
+
+_LIBRARY_PATHS = tuple(
+    {
+        os.path.realpath(path)
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (path := sysconfig.get_paths().get(key))
+    }
+)
+
+
+_user_data: dict[type, bool] = {}
+
+
+def _is_user_data(cls: type) -> bool:
+    """Whether instances of ``cls`` are worth opening, attribute by attribute.
+
+    True for dataclasses and for classes of the user's own code that pickle through their
+    attributes (no custom ``__reduce__``/``__getstate__``).
+    """
+    known = _user_data.get(cls)
+    if known is None:
+        known = _user_data[cls] = _judge_user_data(cls)
+    return known
+
+
+def _judge_user_data(cls: type) -> bool:
+    if dataclasses.is_dataclass(cls):
+        return True
+    custom = any(
+        name in vars(klass)
+        for klass in cls.__mro__
+        if klass is not object
+        for name in ("__reduce__", "__reduce_ex__", "__getstate__")
+    )
+    if custom:
+        return False
+    module = sys.modules.get(cls.__module__)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return False  # built in, or created without a module: a library type
+    return not os.path.realpath(file).startswith(_LIBRARY_PATHS)
+
+
+def _display_name(obj: Any) -> str:
+    if isinstance(obj, ray.remote_function.RemoteFunction):
+        obj = obj._function
+    qualname = getattr(obj, "__qualname__", None)
+    if isinstance(qualname, str) and (inspect.isfunction(obj) or inspect.isclass(obj)):
+        return qualname
+    return f"<{_type_name(obj)} object>"
+
+
+def _type_name(obj: Any) -> str:
+    cls = obj if inspect.isclass(obj) else type(obj)
+    module = getattr(cls, "__module__", "")
+    prefix = "" if module in {"builtins", None, ""} else f"{module}."
+    return f"{prefix}{cls.__qualname__}"
+
+
+def _short(text: str, limit: int = _ERROR_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
