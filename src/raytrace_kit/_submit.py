@@ -191,7 +191,9 @@ class _Debuggable:
             if target is None:
                 target = self._target()
             return target.remote(*args, **kwargs)
-        except TypeError as exc:
+        except Exception as exc:
+            # Pickling failures come as TypeError, PicklingError, NotImplementedError...:
+            # explain any of them; anything else is re-raised untouched by _explain.
             if check == "off" or isinstance(exc, NotSerializableError):
                 raise
             explained = self._explain(exc, args, kwargs)
@@ -241,7 +243,7 @@ class _Debuggable:
         )
 
     def _explain(
-        self, exc: TypeError, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, exc: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> NotSerializableError | None:
         """After Ray failed to serialize something at submission: what, and how to fix it."""
         report: SerializationReport | None = check_serializable(
