@@ -250,7 +250,13 @@ def check_serializable(
     return SerializationReport(root, ok=False, failures=tuple(walker.failures), error=error)
 
 
+# Exact types that always pickle: no need to serialize a large bytes object to know.
+_ALWAYS_SERIALIZABLE = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray})
+
+
 def _serialization_error(obj: Any) -> str | None:
+    if type(obj) in _ALWAYS_SERIALIZABLE:
+        return None
     try:
         ray.cloudpickle.dumps(obj)
     except Exception as exc:

@@ -229,8 +229,11 @@ class _Debuggable:
         self, args: tuple[Any, ...], kwargs: dict[str, Any], error: str = ""
     ) -> SerializationReport | None:
         failures: list[SerializationFailure] = []
-        # inspect.signature of a class is that of its constructor, without self.
-        for name, value in _named_arguments(self._python, args, kwargs):
+        shared = self._shared
+        if shared.signature is None:
+            # That of a class is its constructor's, without self.
+            shared.signature = inspect.signature(self._python)
+        for name, value in _named_arguments(shared.signature, args, kwargs):
             report = check_serializable(value, name=name, scope="argument")
             failures.extend(report.failures)
         if not failures:
@@ -275,21 +278,23 @@ class _Debuggable:
 class _Shared:
     """State shared by every proxy derived from one decorated object."""
 
-    __slots__ = ("checked", "variants")
+    __slots__ = ("checked", "signature", "variants")
 
     def __init__(self) -> None:
         # DebugOptions -> the instrumented Ray remote function or actor class built for them.
         self.variants: dict[DebugOptions, Any] = {}
         # The code passed check_serializable() (check="first"/"always").
         self.checked = False
+        # inspect.signature() of the user's code, to name arguments (check="always").
+        self.signature: inspect.Signature | None = None
 
 
 def _named_arguments(
-    target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> list[tuple[str, Any]]:
     """Arguments with their parameter names (``args[i]`` when they cannot be bound)."""
     try:
-        bound = inspect.signature(target).bind(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
     except (TypeError, ValueError):
         return [(f"args[{i}]", a) for i, a in enumerate(args)] + list(kwargs.items())
     named: list[tuple[str, Any]] = []
