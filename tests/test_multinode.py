@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import ray
@@ -16,7 +18,7 @@ from .conftest import events_of
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def three_nodes() -> Iterator[Cluster]:
     """A head and two worker nodes, each with one CPU and a resource naming it."""
     if ray.is_initialized():
@@ -70,3 +72,27 @@ def test_each_node_events_carry_its_node_id(three_nodes: Cluster) -> None:
     for end in ends + actor_ends:
         name = f"events-{end['node_id'][:12]}-{end['pid']}.jsonl"
         assert end["call_id"] in (raytrace_kit.log_dir() / name).read_text()
+
+
+@debuggable(profile="memray")
+@ray.remote(num_cpus=0)
+def allocate_here(mib: int) -> str:
+    buffer = bytearray(mib * 1024 * 1024)
+    del buffer
+    return ray.get_runtime_context().get_node_id()
+
+
+def test_profiles_on_every_node(three_nodes: Cluster) -> None:
+    """Per-call captures on three nodes: distinct files, sidecars carry each node's id."""
+    node_ids = [
+        ray.get(allocate_here.options(resources={f"node{i}": 0.01}).remote(5)) for i in range(3)
+    ]
+    assert len(set(node_ids)) == 3
+    ends = events_of(allocate_here, "call.end")
+    assert [e["node_id"] for e in ends] == node_ids
+    paths = [Path(e["profile_path"]) for e in ends]
+    assert len(set(paths)) == 3
+    for path, node_id in zip(paths, node_ids, strict=True):
+        meta = json.loads(path.with_suffix(".json").read_text())
+        assert meta["node_id"] == node_id
+        assert meta["peak_memory_bytes"] >= 5 * 1024 * 1024

@@ -13,6 +13,15 @@ from raytrace_kit._events import get_logger, read_events
 from raytrace_kit._local import LocalActorHandle, is_local_mode, local_mode, set_local_mode
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._paths import log_dir
+from raytrace_kit._profiling import (
+    CpuStats,
+    ProfileBlock,
+    ProfileSummary,
+    cpu_stats,
+    flamegraph,
+    profile_cpu,
+    profile_memory,
+)
 from raytrace_kit._refs import LocalRef, LocalRefGenerator
 from raytrace_kit._serialization import (
     SerializationFailure,
@@ -34,6 +43,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0+unknown"
 
 __all__ = [
+    "CpuStats",
     "DebugOptions",
     "DebuggableActorClass",
     "DebuggableFunction",
@@ -43,17 +53,23 @@ __all__ = [
     "LocalRef",
     "LocalRefGenerator",
     "NotSerializableError",
+    "ProfileBlock",
+    "ProfileSummary",
     "RaytraceKitError",
     "RaytraceKitWarning",
     "SerializationFailure",
     "SerializationReport",
     "__version__",
     "check_serializable",
+    "cpu_stats",
     "debuggable",
+    "flamegraph",
     "get_logger",
     "is_local_mode",
     "local_mode",
     "log_dir",
+    "profile_cpu",
+    "profile_memory",
     "read_events",
     "set_local_mode",
 ]

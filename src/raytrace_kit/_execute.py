@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from raytrace_kit import _events, _identity
+from raytrace_kit import _events, _identity, _profiling
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._serialization import check_serializable, reject
 
@@ -64,7 +64,9 @@ def _begin(
     return call
 
 
-def _end(spec: CallSpec, call: _events.ActiveCall | None, exc: BaseException | None) -> None:
+def _end(
+    spec: CallSpec, call: _events.ActiveCall | None, exc: BaseException | None, extra: str = ""
+) -> None:
     if call is None or not spec.options.log:
         return
     try:
@@ -79,7 +81,7 @@ def _end(spec: CallSpec, call: _events.ActiveCall | None, exc: BaseException | N
                     "error": str(exc)[:_ERROR_CHARS],
                 }
             )
-        tail = f',"duration_s":{duration:.6f}{status},{_identity.memory_members()}'
+        tail = f',"duration_s":{duration:.6f}{status},{_identity.memory_members()}{extra}'
         _events.emit_call("call.end", "info" if exc is None else "error", call, tail)
     except Exception as exc2:
         _events.report_failure("end-call", "cannot record the end of the call", exc2)
@@ -92,7 +94,7 @@ class _Boundary:
     restores the previous context. It never suppresses the user's exception.
     """
 
-    __slots__ = ("actor_id", "call", "mode", "owner", "spec", "token")
+    __slots__ = ("actor_id", "call", "mode", "owner", "profile", "spec", "token")
 
     def __init__(
         self, spec: CallSpec, owner: int | None, *, mode: str = "ray", actor_id: str | None = None
@@ -103,15 +105,27 @@ class _Boundary:
         self.actor_id = actor_id
 
     def __enter__(self) -> None:
-        self.call = _begin(self.spec, self.owner, self.mode, self.actor_id)
-        self.token = _events.CURRENT_CALL.set(self.call)
+        self.call = call = _begin(self.spec, self.owner, self.mode, self.actor_id)
+        self.token = _events.CURRENT_CALL.set(call)
+        self.profile = None
+        if self.spec.options.profile is not None and call is not None:
+            try:
+                self.profile = _profiling.start_call(self.spec, call)
+            except Exception as exc:
+                _events.report_failure("profile", "cannot start the profiler", exc)
 
     def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
         # A generator resumed from another context cannot reset there: the var belongs
         # to that context and is discarded with it.
         with contextlib.suppress(ValueError, RuntimeError):
             _events.CURRENT_CALL.reset(self.token)
-        _end(self.spec, self.call, exc)
+        tail = ""
+        if self.profile is not None:
+            try:
+                tail = self.profile.finish(exc)
+            except Exception as error:
+                _events.report_failure("profile-end", "cannot finish the profile", error)
+        _end(self.spec, self.call, exc, tail)
 
 
 def run(

@@ -11,6 +11,8 @@ from raytrace_kit.exceptions import InvalidOptionError
 __all__ = ["CheckMode", "DebugOptions", "KitOptions", "validate_option_names"]
 
 CheckMode = Literal["first", "always", "on_error", "off"]
+ProfileKind = Literal["memray", "cprofile"]
+ProfileScope = Literal["call", "actor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,23 +32,46 @@ class DebugOptions:
             or class once, on its first submission; ``"always"`` also checks every call's
             arguments, and return values in the worker; ``"on_error"`` only explains a
             failure Ray reports; ``"off"`` does nothing.
+        profile: ``"memray"`` or ``"cprofile"``: profile every execution in its worker,
+            one file per call under ``log_dir() / "profiles"``.
+        profile_options: memray's (``native_traces``, ``trace_python_allocators``,
+            ``follow_fork``, ``file_format``, ``memory_interval_ms``) or cProfile's
+            (``timeunit``, ``subcalls``, ``builtins``) options; given as a dict.
+        profile_scope: ``"call"`` (one file per call) or ``"actor"`` (one file from the
+            actor's ``__init__`` until it exits, for leak hunting).
     """
 
     log: bool = True
     local: bool | None = None
     post_mortem: bool = False
     check: CheckMode = "first"
+    profile: ProfileKind | None = None
+    profile_options: tuple[tuple[str, Any], ...] = ()
+    profile_scope: ProfileScope = "call"
+    # Set internally for calls submitted inside a profile_memory()/profile_cpu() block.
+    profile_block: str | None = None
 
     def replace(self, **changes: Any) -> DebugOptions:
         """Return a copy with ``changes`` applied, after validating them.
 
         Raises:
-            InvalidOptionError: An unknown keyword, or a value of the wrong type.
+            InvalidOptionError: An unknown keyword, a value of the wrong type, or profiling
+                options that do not fit the profiler (or memray missing for ``"memray"``).
         """
         if not changes:
             return self
         validate_option_names(changes)
-        return dataclasses.replace(self, **changes)
+        if "profile_options" in changes:
+            changes["profile_options"] = tuple(sorted(changes["profile_options"].items()))
+        updated = dataclasses.replace(self, **changes)
+        if "profile" in changes or "profile_options" in changes:
+            # Imported here: _profiling imports the event pipeline, which imports this module.
+            from raytrace_kit._profiling import validate_profile_options  # noqa: PLC0415
+
+            problem = validate_profile_options(updated.profile, dict(updated.profile_options))
+            if problem:
+                raise InvalidOptionError(problem, "profile")
+        return updated
 
 
 class KitOptions(TypedDict, total=False):
@@ -56,6 +81,9 @@ class KitOptions(TypedDict, total=False):
     local: bool | None
     post_mortem: bool
     check: CheckMode
+    profile: ProfileKind | None
+    profile_options: dict[str, Any]
+    profile_scope: ProfileScope
 
 
 # One entry per option: the accepted types and how to describe them in an error.
@@ -64,8 +92,15 @@ _OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "local": ((bool, type(None)), "True, False or None"),
     "post_mortem": ((bool,), "a bool"),
     "check": ((str,), "one of 'first', 'always', 'on_error', 'off'"),
+    "profile": ((str, type(None)), "'memray', 'cprofile' or None"),
+    "profile_options": ((dict,), "a dict of the profiler's options"),
+    "profile_scope": ((str,), "'call' or 'actor'"),
 }
-_CHOICES: dict[str, tuple[object, ...]] = {"check": ("first", "always", "on_error", "off")}
+_CHOICES: dict[str, tuple[object, ...]] = {
+    "check": ("first", "always", "on_error", "off"),
+    "profile": ("memray", "cprofile", None),
+    "profile_scope": ("call", "actor"),
+}
 
 
 def validate_option_names(options: dict[str, Any]) -> None:
@@ -84,7 +119,8 @@ def validate_option_names(options: dict[str, Any]) -> None:
             )
             raise InvalidOptionError(msg, name)
         types, description = spec
-        if not isinstance(value, types) or value not in _CHOICES.get(name, (value,)):
+        choices = _CHOICES.get(name)
+        if not isinstance(value, types) or (choices is not None and value not in choices):
             msg = (
                 f"raytrace_kit option {name}={value!r} has type "
                 f"{type(value).__name__}; expected {description}."

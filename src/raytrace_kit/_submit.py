@@ -10,6 +10,7 @@ extra Python call over plain Ray.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import ray
 from typing_extensions import ParamSpec, Self
 
-from raytrace_kit import _local
+from raytrace_kit import _local, _profiling
 from raytrace_kit._execute import CallSpec, instrument_class, instrument_function, qualified_name
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._serialization import (
@@ -186,7 +187,13 @@ class _Debuggable:
             if _local.maybe_active or options.local:
                 config = _local.config_for(options)
                 if config is not None:
+                    # A profile block on this process already covers local calls.
                     return self._run_locally(config, args, kwargs)
+            block = _profiling.BLOCK.get()
+            if block is not None and options.profile is None:
+                # Submitted inside profile_memory()/profile_cpu(): profile it in the worker.
+                in_block = dataclasses.replace(options, profile=block.kind, profile_block=block.id)
+                return self._derive(in_block, self._ray_options)._target().remote(*args, **kwargs)
             target = self._remote_target
             if target is None:
                 target = self._target()

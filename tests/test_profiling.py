@@ -1,0 +1,317 @@
+"""Tests for profiling: per-call memray and cProfile, blocks, flame graphs, merged stats."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import memray
+import pytest
+import ray
+from hypothesis import given
+from hypothesis import strategies as st
+
+import raytrace_kit
+from raytrace_kit import (
+    InvalidOptionError,
+    RaytraceKitWarning,
+    cpu_stats,
+    debuggable,
+    flamegraph,
+    profile_cpu,
+    profile_memory,
+)
+from raytrace_kit._profiling import _sanitize
+
+from .conftest import events_of
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+MIB = 1024 * 1024
+
+
+@debuggable(profile="memray")
+@ray.remote
+def allocate(mib: int) -> int:
+    data = bytearray(mib * MIB)
+    return len(data)
+
+
+@debuggable(profile="cprofile")
+@ray.remote
+def hot_loop(n: int) -> int:
+    return sum(i * i for i in range(n))
+
+
+def sidecar(path: str) -> dict[str, object]:
+    return json.loads(Path(path).with_suffix(".json").read_text())
+
+
+class TestPerCall:
+    """Each profiled execution writes one file, a sidecar, and names it in call.end."""
+
+    def test_memray_task_files_sidecars_and_peak(self) -> None:
+        """A task allocating 100 MiB: one capture per call, peak within 10%."""
+        assert ray.get(allocate.remote(100)) == 100 * MIB
+        (end,) = events_of(allocate, "call.end")
+        path = Path(end["profile_path"])
+        assert path.parent == raytrace_kit.log_dir() / "profiles"
+        assert path.suffix == ".bin"
+        meta = sidecar(str(path))
+        assert meta["call_id"] == end["call_id"]
+        assert meta["task_id"] == end["task_id"]
+        assert meta["node_id"] == end["node_id"]
+        assert meta["pid"] == end["pid"]
+        assert meta["status"] == "ok"
+        peak = meta["peak_memory_bytes"]
+        assert isinstance(peak, int)
+        assert abs(peak - 100 * MIB) <= 10 * MIB
+        reader = memray.FileReader(str(path))
+        assert abs(reader.metadata.peak_memory - 100 * MIB) <= 10 * MIB
+        reader.close()
+
+    def test_reused_worker_writes_one_file_per_call(self) -> None:
+        """Several calls in one worker process give several distinct files."""
+        single = allocate.options(num_cpus=2)  # one at a time: likely the same worker
+        for _ in range(3):
+            ray.get(single.remote(1))
+        ends = events_of(allocate, "call.end")
+        paths = {e["profile_path"] for e in ends}
+        assert len(paths) == 3
+        assert all(Path(p).exists() for p in paths)
+        by_pid: dict[int, int] = {}
+        for end in ends:
+            by_pid[end["pid"]] = by_pid.get(end["pid"], 0) + 1
+        assert max(by_pid.values()) >= 2  # a reused worker did not overwrite its files
+
+    def test_retries_get_their_own_files(self) -> None:
+        """Each attempt of a retried task has its own file (the attempt is in the name)."""
+
+        @debuggable(profile="memray")
+        @ray.remote(max_retries=1, retry_exceptions=True)
+        def flaky(marker: str) -> str:
+            if not os.path.exists(marker):
+                Path(marker).touch()
+                raise ValueError("first attempt fails")
+            return "ok"
+
+        marker = f"/tmp/raytrace-kit-profile-retry-{os.getpid()}-{time.time_ns()}"  # noqa: S108
+        try:
+            assert ray.get(flaky.remote(marker)) == "ok"
+        finally:
+            Path(marker).unlink()
+        ends = events_of(flaky, "call.end")
+        assert [e["attempt"] for e in ends] == [0, 1]
+        first, second = (Path(e["profile_path"]) for e in ends)
+        assert first != second
+        assert ".a0." in first.name
+        assert ".a1." in second.name
+        assert sidecar(str(first))["status"] == "error"
+        assert sidecar(str(second))["status"] == "ok"
+
+    def test_actor_init_and_methods(self) -> None:
+        """__init__ and each method call of a profiled actor get their own capture."""
+
+        @debuggable(profile="memray")
+        @ray.remote
+        class Cache:
+            def __init__(self) -> None:
+                self.blob = bytearray(5 * MIB)
+
+            def grow(self) -> int:
+                self.blob += bytearray(MIB)
+                return len(self.blob)
+
+        cache = Cache.remote()
+        assert ray.get([cache.grow.remote(), cache.grow.remote()]) == [6 * MIB, 7 * MIB]
+        ends = events_of(Cache, "call.end")
+        assert [e["kind"] for e in ends] == ["actor_init", "actor_method", "actor_method"]
+        assert len({e["profile_path"] for e in ends}) == 3
+        assert sidecar(ends[0]["profile_path"])["peak_memory_bytes"] >= 5 * MIB
+        ray.kill(cache)
+
+    def test_cpu_stats_over_20_calls(self) -> None:
+        """cpu_stats() merges 20 per-call cProfile files: the hot function has 20 calls."""
+        ray.get([hot_loop.remote(20_000) for _ in range(20)])
+        files = [Path(e["profile_path"]) for e in events_of(hot_loop, "call.end")]
+        assert len(files) == 20
+        assert all(f.suffix == ".prof" for f in files)
+        stats = cpu_stats(files)
+        assert stats.calls("hot_loop") == 20
+        assert "hot_loop" in str(stats)
+        assert "<table>" in stats._repr_html_()
+
+    def test_threaded_actor_one_tracker_at_a_time(self) -> None:
+        """4 concurrent profiled calls: one profiled, three skipped with events; all correct."""
+
+        @debuggable(profile="memray")
+        @ray.remote(max_concurrency=4)
+        class Parallel:
+            def __init__(self) -> None:
+                self.barrier = threading.Barrier(4)
+
+            def work(self, i: int) -> int:
+                self.barrier.wait(timeout=30)  # all four calls run at once
+                time.sleep(0.2)
+                return i * 2
+
+        profiled = Parallel.remote()
+        ray.get(profiled.__ray_ready__.remote())
+        assert sorted(ray.get([profiled.work.remote(i) for i in range(4)])) == [0, 2, 4, 6]
+        work_ends = [e for e in events_of(Parallel, "call.end") if e["function"].endswith("work")]
+        assert len(work_ends) == 4
+        assert sum("profile_path" in e for e in work_ends) == 1
+        skipped = [
+            e for e in raytrace_kit.read_events()
+            if e["event"] == "profile.skipped" and e["function"].endswith("Parallel.work")
+        ]  # fmt: skip
+        assert len(skipped) == 3
+        assert "another memray profiler is active" in skipped[0]["reason"]
+        ray.kill(profiled)
+
+    def test_flamegraph_names_the_allocating_function(self, tmp_path: Path) -> None:
+        """flamegraph() writes memray's HTML flame graph, which names the allocator."""
+        ray.get(allocate.remote(20))
+        (end,) = events_of(allocate, "call.end")
+        html = flamegraph(end["profile_path"], out=tmp_path / "flame.html")
+        assert html == tmp_path / "flame.html"
+        text = html.read_text()
+        assert "<html" in text.lower()
+        assert "allocate" in text
+
+    def test_actor_scope_captures_the_whole_life(self) -> None:
+        """profile_scope='actor': one capture from __init__ to exit, with method allocations."""
+
+        @debuggable(profile="memray", profile_scope="actor")
+        @ray.remote
+        class Leaky:
+            def __init__(self) -> None:
+                self.kept: list[bytearray] = []
+
+            def leak(self, mib: int) -> int:
+                self.kept.append(bytearray(mib * MIB))
+                return len(self.kept)
+
+        leaky = Leaky.remote()
+        assert ray.get([leaky.leak.remote(10) for _ in range(3)]) == [1, 2, 3]
+        ends = events_of(Leaky, "call.end")
+        assert [("profile_path" in e) for e in ends] == [True, False, False, False]
+        path = ends[0]["profile_path"]
+        leaky.__ray_terminate__.remote()  # a clean exit lets the capture finish
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                reader = memray.FileReader(path)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the actor's capture never completed"
+                time.sleep(0.2)
+        assert reader.metadata.peak_memory >= 30 * MIB
+        reader.close()
+
+
+class TestBlocks:
+    """profile_memory() and profile_cpu() work anywhere and travel with calls."""
+
+    def test_profile_memory_on_the_driver(self) -> None:
+        """A block on the driver: a capture with its peak and top allocation site."""
+        with profile_memory() as p:
+            buffer = bytearray(30 * MIB)
+        del buffer
+        assert p.path is not None
+        assert p.path.exists()
+        summary = p.summary()
+        assert abs((summary.peak_memory_bytes or 0) - 30 * MIB) <= 5 * MIB
+        assert summary.top[0]["function"] == "test_profile_memory_on_the_driver"
+        assert "peak memory" in str(summary)
+
+    def test_profile_cpu_on_the_driver(self, tmp_path: Path) -> None:
+        """A cProfile block writes the named file; the summary ranks by cumulative time."""
+
+        def busy() -> int:
+            return sum(i for i in range(200_000))
+
+        with profile_cpu(tmp_path / "block.prof") as p:
+            busy()
+        assert p.path == tmp_path / "block.prof"
+        names = [row["function"] for row in p.summary(top=5).top]
+        assert "busy" in names
+
+    def test_profile_memory_inside_a_task(self) -> None:
+        """A block inside a (plain) task profiles in that worker."""
+
+        @ray.remote
+        def inside() -> tuple[str, int]:
+            with profile_memory() as p:
+                data = bytearray(10 * MIB)
+            assert p.path is not None
+            return str(p.path), len(data)
+
+        path, size = ray.get(inside.remote())
+        assert size == 10 * MIB
+        assert Path(path).exists()
+
+    def test_block_propagates_to_debuggable_calls(self) -> None:
+        """Calls submitted inside a driver block are profiled in their workers."""
+
+        @debuggable
+        @ray.remote
+        def unprofiled(mib: int) -> int:
+            return len(bytearray(mib * MIB))
+
+        with profile_memory() as p:
+            assert ray.get([unprofiled.remote(1), unprofiled.remote(2)]) == [MIB, 2 * MIB]
+        files = p.remote_profiles
+        assert len(files) == 2
+        assert all(f.exists() and f.suffix == ".bin" for f in files)
+        assert all(sidecar(str(f))["profile_block"] == p.id for f in files)
+        ray.get(unprofiled.remote(1))  # after the block: not profiled
+        assert "profile_path" not in events_of(unprofiled, "call.end")[-1]
+
+    def test_nested_memory_block_runs_unprofiled_and_warns(self) -> None:
+        """A second memray block in the same process never raises: it warns and skips."""
+        with (
+            profile_memory() as outer,
+            pytest.warns(RaytraceKitWarning, match="unprofiled"),
+            profile_memory() as inner,
+        ):
+            pass
+        assert outer.path is not None
+        assert inner.path is None
+        with pytest.raises(FileNotFoundError, match="unprofiled"):
+            inner.summary()
+
+
+class TestOptions:
+    """Profiling options are validated at decoration."""
+
+    def test_profile_options_must_fit_the_profiler(self) -> None:
+        """Memray's options go with memray, cProfile's with cProfile."""
+        debuggable(profile="memray", profile_options={"native_traces": False})
+        with pytest.raises(InvalidOptionError, match="unknown memray option"):
+            debuggable(profile="memray", profile_options={"subcalls": True})
+        with pytest.raises(InvalidOptionError, match="needs profile="):
+            debuggable(profile_options={"native_traces": True})
+        with pytest.raises(InvalidOptionError, match="'memray', 'cprofile' or None"):
+            debuggable(profile="py-spy")
+
+    def test_memray_options_reach_the_tracker(self) -> None:
+        """file_format=AGGREGATED_ALLOCATIONS is applied in the worker."""
+        aggregated = allocate.with_debug(profile_options={"file_format": "AGGREGATED_ALLOCATIONS"})
+        ray.get(aggregated.remote(1))
+        (end,) = events_of(allocate, "call.end")
+        reader = memray.FileReader(end["profile_path"])
+        assert reader.metadata.file_format == memray.FileFormat.AGGREGATED_ALLOCATIONS
+        reader.close()
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_profile_names_are_safe_and_bounded(text: str) -> None:
+    """Sanitized names use safe characters only, and at most 80 of them."""
+    name = _sanitize(text)
+    assert 0 < len(name) <= 80
+    assert all(c.isascii() and (c.isalnum() or c in "_.-") for c in name)
+    assert "/" not in name
