@@ -21,6 +21,7 @@ from raytrace_kit._profiling import (
     flamegraph,
     profile_cpu,
     profile_memory,
+    profile_summary,
 )
 from raytrace_kit._refs import LocalRef, LocalRefGenerator
 from raytrace_kit._serialization import (
@@ -70,6 +71,7 @@ __all__ = [
     "log_dir",
     "profile_cpu",
     "profile_memory",
+    "profile_summary",
     "read_events",
     "set_local_mode",
 ]

@@ -47,6 +47,7 @@ __all__ = [
     "memray_available",
     "profile_cpu",
     "profile_memory",
+    "profile_summary",
     "start_call",
     "validate_profile_options",
 ]
@@ -96,14 +97,14 @@ def _sanitize(text: str, limit: int = _NAME_LIMIT) -> str:
 
 
 def call_profile_path(call: _events.ActiveCall, function: str, kind: str, profiler: str) -> Path:
-    """``<function>.<kind>.<task id or call id>.a<attempt>.<bin|prof>`` in the profiles dir.
+    """``<function>.<kind>.<task id>.a<attempt>.<call id>.<bin|prof>`` in the profiles dir.
 
-    A task id names one task on the whole cluster (the same for its retries, hence the
-    attempt); local calls have no task id and use their call id.
+    The task id and attempt say which Ray task and retry it was; the call id makes the name
+    unique per execution whatever runs it (local calls have no task id).
     """
-    ident = call.task_id or call.call_id or "call"
+    task = call.task_id or "local"
     suffix = "bin" if profiler == "memray" else "prof"
-    name = f"{_sanitize(function)}.{kind}.{ident}.a{call.attempt or 0}.{suffix}"
+    name = f"{_sanitize(function)}.{kind}.{task}.a{call.attempt or 0}.{call.call_id}.{suffix}"
     return profiles_dir() / name
 
 
@@ -310,7 +311,7 @@ class ProfileBlock:
         if self.path is None:
             msg = "this block ran unprofiled (see the profile.skipped event): no file to read"
             raise FileNotFoundError(msg)
-        return summarize(self.path, top=top)
+        return profile_summary(self.path, top=top)
 
 
 BLOCK: contextvars.ContextVar[ProfileBlock | None] = contextvars.ContextVar(
@@ -446,8 +447,17 @@ def _bytes(size: int) -> str:
     return f"{size} B"  # pragma: no cover -- the loop always returns
 
 
-def summarize(path: str | os.PathLike[str], top: int = 10) -> ProfileSummary:
-    """Summarize a memray capture (``.bin``) or a cProfile file (``.prof``)."""
+def profile_summary(path: str | os.PathLike[str], top: int = 10) -> ProfileSummary:
+    """The headline of a memray capture (``.bin``) or a cProfile file (``.prof``).
+
+    Args:
+        path: A profile file, e.g. a call's ``profile_path`` or a block's ``p.path``.
+        top: How many allocation sites (memray) or functions (cProfile) to list.
+
+    Returns:
+        A :class:`ProfileSummary`: memray's peak and top allocation sites at the peak, or
+        the functions with the most cumulative time.
+    """
     file = Path(path)
     if file.suffix == ".prof":
         stats = cpu_stats([file], top=top)
@@ -552,11 +562,16 @@ class CpuStats:
         ]
 
     def calls(self, function: str) -> int:
-        """How many times a function (by name) was called, summed over its entries."""
+        """How many times a function was called, summed over its entries.
+
+        ``function`` is a name as cProfile records it (``nap``), and builtins match by
+        their short or dotted name too (``sleep`` or ``time.sleep`` for
+        ``<built-in method time.sleep>``).
+        """
         return sum(
             row[0]
             for (_f, _l, name), row in self.stats.stats.items()  # type: ignore[attr-defined]
-            if name == function
+            if _names_match(name, function)
         )
 
     def __str__(self) -> str:
@@ -581,6 +596,15 @@ class CpuStats:
             "<th>calls</th><th>own s</th><th>cum s</th><th>function</th><th>where</th>"
             f"</tr></thead><tbody>{body}</tbody></table>"
         )
+
+
+def _names_match(recorded: str, wanted: str) -> bool:
+    if recorded == wanted:
+        return True
+    if recorded.startswith("<") and recorded.endswith(">"):  # <built-in method time.sleep>
+        dotted = recorded[1:-1].rsplit(" ", 1)[-1]
+        return dotted == wanted or dotted.endswith(f".{wanted}")
+    return False
 
 
 def cpu_stats(
