@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,3 +97,30 @@ def test_profiles_on_every_node(three_nodes: Cluster) -> None:
         meta = json.loads(path.with_suffix(".json").read_text())
         assert meta["node_id"] == node_id
         assert meta["peak_memory_bytes"] >= 5 * 1024 * 1024
+
+
+def test_node_pinning(three_nodes: Cluster) -> None:
+    """pin=<node id>: every call (or the actor) runs on that node; a dead node errors."""
+    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    assert len(nodes) == 3
+    for node_id in nodes:
+        pinned = debuggable(pin=node_id)(where)
+        assert set(ray.get([pinned.remote() for _ in range(3)])) == {node_id}
+        resident = Resident.with_debug(pin=node_id).remote()
+        assert ray.get(resident.node.remote()) == node_id
+        ray.kill(resident)
+    both = debuggable(pin=raytrace_kit.Pin(node_id=nodes[1]))(where)
+    assert ray.get(both.remote()) == nodes[1]
+    assert both.pinned_worker().node_id == nodes[1]
+    both.unpin()
+
+    doomed = three_nodes.list_all_nodes()[-1]
+    doomed_id = doomed.node_id
+    three_nodes.remove_node(doomed)
+    deadline = time.monotonic() + 60
+    while any(n["NodeID"] == doomed_id and n["Alive"] for n in ray.nodes()):
+        assert time.monotonic() < deadline, "the removed node never died"
+        time.sleep(0.5)
+    time.sleep(1.1)  # past the second for which a node found alive is trusted
+    with pytest.raises(raytrace_kit.NodeNotFoundError, match="is dead"):
+        debuggable(pin=doomed_id)(where).remote()

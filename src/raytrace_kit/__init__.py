@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from raytrace_kit._debugger import DebuggerEndpoint, attach_debugger
 from raytrace_kit._decorate import debuggable
 from raytrace_kit._events import get_logger, read_events
 from raytrace_kit._local import LocalActorHandle, is_local_mode, local_mode, set_local_mode
-from raytrace_kit._options import DebugOptions
+from raytrace_kit._options import DebugOptions, Pin
 from raytrace_kit._paths import log_dir
+from raytrace_kit._pin import PinnedWorker, ProcessStacks, ThreadStack, stacks
 from raytrace_kit._profiling import (
     CpuStats,
     ProfileBlock,
@@ -33,6 +35,7 @@ from raytrace_kit._submit import DebuggableActorClass, DebuggableFunction
 from raytrace_kit.exceptions import (
     InvalidOptionError,
     InvalidTargetError,
+    NodeNotFoundError,
     NotSerializableError,
     RaytraceKitError,
     RaytraceKitWarning,
@@ -48,19 +51,26 @@ __all__ = [
     "DebugOptions",
     "DebuggableActorClass",
     "DebuggableFunction",
+    "DebuggerEndpoint",
     "InvalidOptionError",
     "InvalidTargetError",
     "LocalActorHandle",
     "LocalRef",
     "LocalRefGenerator",
+    "NodeNotFoundError",
     "NotSerializableError",
+    "Pin",
+    "PinnedWorker",
+    "ProcessStacks",
     "ProfileBlock",
     "ProfileSummary",
     "RaytraceKitError",
     "RaytraceKitWarning",
     "SerializationFailure",
     "SerializationReport",
+    "ThreadStack",
     "__version__",
+    "attach_debugger",
     "check_serializable",
     "cpu_stats",
     "debuggable",
@@ -74,4 +84,5 @@ __all__ = [
     "profile_summary",
     "read_events",
     "set_local_mode",
+    "stacks",
 ]

@@ -91,7 +91,7 @@ class ActiveCall:
         """Read the Ray ids of the running task and render the shared JSON members."""
         self.call_id = _new_call_id()
         identity = self.identity = _identity.process_identity()
-        if self.mode == "ray":
+        if self.mode != "local":  # "ray", or "pinned" (a Ray actor task)
             self.task_id, self.actor_id, self.attempt = _identity.call_ids()
         else:  # local mode: no Ray task behind the call
             self.task_id, self.actor_id, self.attempt = None, self.local_actor_id, 0

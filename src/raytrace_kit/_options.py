@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from raytrace_kit.exceptions import InvalidOptionError
 
-__all__ = ["CheckMode", "DebugOptions", "KitOptions", "validate_option_names"]
+__all__ = ["CheckMode", "DebugOptions", "KitOptions", "Pin", "as_pin", "validate_option_names"]
+
+_NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 
 CheckMode = Literal["first", "always", "on_error", "off"]
 ProfileKind = Literal["memray", "cprofile"]
@@ -39,6 +42,8 @@ class DebugOptions:
             (``timeunit``, ``subcalls``, ``builtins``) options; given as a dict.
         profile_scope: ``"call"`` (one file per call) or ``"actor"`` (one file from the
             actor's ``__init__`` until it exits, for leak hunting).
+        pin: ``True``: all calls of a function run in one dedicated process; a node id:
+            every call (or the actor) runs on that node; a :class:`Pin` for both.
     """
 
     log: bool = True
@@ -48,6 +53,7 @@ class DebugOptions:
     profile: ProfileKind | None = None
     profile_options: tuple[tuple[str, Any], ...] = ()
     profile_scope: ProfileScope = "call"
+    pin: Pin | None = None
     # Set internally for calls submitted inside a profile_memory()/profile_cpu() block.
     profile_block: str | None = None
 
@@ -61,6 +67,8 @@ class DebugOptions:
         if not changes:
             return self
         validate_option_names(changes)
+        if "pin" in changes:
+            changes["pin"] = as_pin(changes["pin"])
         if "profile_options" in changes:
             changes["profile_options"] = tuple(sorted(changes["profile_options"].items()))
         updated = dataclasses.replace(self, **changes)
@@ -74,6 +82,46 @@ class DebugOptions:
         return updated
 
 
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """Where the calls of a debuggable run.
+
+    ``pin=True`` is ``Pin()``: one dedicated process for all calls of a function.
+    ``pin="<node id>"`` is ``Pin(node_id=..., process=False)``: every call (or the actor)
+    scheduled on that node. ``Pin(node_id=...)`` gives both.
+
+    Attributes:
+        node_id: A node id in hex (``ray.nodes()[i]["NodeID"]``), or ``None``.
+        process: Run all calls of a function in one dedicated process.
+    """
+
+    node_id: str | None = None
+    process: bool = True
+
+    def __post_init__(self) -> None:
+        if self.node_id is not None and not _NODE_ID.match(self.node_id):
+            msg = (
+                f"pin node id {self.node_id!r} is not a Ray node id (56 hex digits); "
+                "take one from ray.nodes()[i]['NodeID'] or "
+                "ray.get_runtime_context().get_node_id()."
+            )
+            raise InvalidOptionError(msg, "pin")
+
+
+def as_pin(value: object) -> Pin | None:
+    """Normalize the ``pin`` option: ``None``/``False``, ``True``, a node id, or a Pin."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Pin()
+    if isinstance(value, str):
+        return Pin(node_id=value, process=False)
+    if isinstance(value, Pin):
+        return value
+    msg = f"pin={value!r}: expected True, a node id string, or raytrace_kit.Pin(...)"
+    raise InvalidOptionError(msg, "pin")
+
+
 class KitOptions(TypedDict, total=False):
     """The keyword options of ``debuggable()`` and ``.with_debug()``, for type checkers."""
 
@@ -84,6 +132,7 @@ class KitOptions(TypedDict, total=False):
     profile: ProfileKind | None
     profile_options: dict[str, Any]
     profile_scope: ProfileScope
+    pin: bool | str | Pin | None
 
 
 # One entry per option: the accepted types and how to describe them in an error.
@@ -95,6 +144,7 @@ _OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "profile": ((str, type(None)), "'memray', 'cprofile' or None"),
     "profile_options": ((dict,), "a dict of the profiler's options"),
     "profile_scope": ((str,), "'call' or 'actor'"),
+    "pin": ((bool, str, Pin, type(None)), "True, a node id string, or raytrace_kit.Pin(...)"),
 }
 _CHOICES: dict[str, tuple[object, ...]] = {
     "check": ("first", "always", "on_error", "off"),

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import ray
 from typing_extensions import ParamSpec, Self
 
-from raytrace_kit import _local, _profiling
+from raytrace_kit import _identity, _local, _pin, _profiling
+from raytrace_kit import _options as _options_module
 from raytrace_kit._execute import CallSpec, instrument_class, instrument_function, qualified_name
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._serialization import (
@@ -27,7 +30,7 @@ from raytrace_kit._serialization import (
     check_serializable,
     reject,
 )
-from raytrace_kit.exceptions import NotSerializableError
+from raytrace_kit.exceptions import InvalidOptionError, NotSerializableError
 
 if TYPE_CHECKING:
     from ray.actor import ActorClass, ActorHandle
@@ -40,9 +43,18 @@ _R = TypeVar("_R")
 _T = TypeVar("_T")
 
 
+# How long a pinned node found alive is trusted before ray.nodes() is asked again.
+_NODE_CHECK_SECONDS = 1.0
+
+
 def _make_remote(target: Any, ray_options: dict[str, Any], options: DebugOptions) -> Any:
     if options.post_mortem:
         ray_options = _with_post_mortem(ray_options)
+    if options.pin is not None and options.pin.node_id is not None:
+        ray_options = {
+            **ray_options,
+            "scheduling_strategy": _pin.node_affinity(options.pin.node_id),
+        }
     # ray.remote() with no options must be applied bare; it validates what it is given.
     return ray.remote(**ray_options)(target) if ray_options else ray.remote(target)
 
@@ -189,6 +201,12 @@ class _Debuggable:
                 if config is not None:
                     # A profile block on this process already covers local calls.
                     return self._run_locally(config, args, kwargs)
+            pin = options.pin
+            if pin is not None:
+                if pin.node_id is not None:
+                    self._check_node(pin.node_id)
+                if pin.process:
+                    return self._call_pinned(args, kwargs)
             block = _profiling.BLOCK.get()
             if block is not None and options.profile is None:
                 # Submitted inside profile_memory()/profile_cpu(): profile it in the worker.
@@ -212,6 +230,19 @@ class _Debuggable:
         self, config: _local.LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         raise NotImplementedError
+
+    def _check_node(self, node_id: str) -> None:
+        """A pinned node must be alive: asked of Ray at most once a second per node."""
+        key = (_identity.process_identity(), node_id)
+        now = time.monotonic()
+        checked = self._shared.nodes_checked
+        if now - checked.get(key, -_NODE_CHECK_SECONDS) >= _NODE_CHECK_SECONDS:
+            _pin.check_node(node_id)
+            checked[key] = now
+
+    def _task_options(self) -> dict[str, Any]:
+        """The Ray options calls are submitted with: the decorated object's, then .options()."""
+        return {**self.__wrapped__._default_options, **self._ray_options}
 
     # --- serializability checks (see _serialization.py) ---
 
@@ -285,7 +316,7 @@ class _Debuggable:
 class _Shared:
     """State shared by every proxy derived from one decorated object."""
 
-    __slots__ = ("checked", "signature", "variants")
+    __slots__ = ("checked", "lock", "nodes_checked", "runner", "signature", "variants")
 
     def __init__(self) -> None:
         # DebugOptions -> the instrumented Ray remote function or actor class built for them.
@@ -294,6 +325,11 @@ class _Shared:
         self.checked = False
         # inspect.signature() of the user's code, to name arguments (check="always").
         self.signature: inspect.Signature | None = None
+        # pin=True: (the Ray connection it belongs to, the runner actor's handle).
+        self.runner: tuple[object, Any] | None = None
+        # pin=<node>: when each node was last found alive, per Ray connection.
+        self.nodes_checked: dict[tuple[object, str], float] = {}
+        self.lock = threading.Lock()
 
 
 def _named_arguments(
@@ -347,6 +383,71 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
     ) -> Any:
         return _local.submit_task(self, config, args, kwargs)
 
+    # --- pin=True: one dedicated process ---
+
+    def _runner(self) -> Any:
+        """The pinned function's actor, created on first use for this Ray connection."""
+        identity = _identity.process_identity()
+        shared = self._shared
+        with shared.lock:
+            cached = shared.runner
+            if cached is not None and cached[0] is identity:
+                return cached[1]
+            pin = self._options.pin or _options_module.Pin()
+            options = _pin.runner_options(self._task_options(), pin)
+            runner_class = ray.remote(**options)(_pin.PinnedRunner)
+            handle = runner_class.remote(self._python)
+            shared.runner = (identity, handle)
+            return handle
+
+    def _call_pinned(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        generator = inspect.isgeneratorfunction(self._python)
+        runner = self._runner()
+        method = runner.call_generator if generator else runner.call
+        per_call = _pin.call_options(self._task_options(), generator)
+        if per_call:
+            method = method.options(**per_call)
+        spec = self._local_call_info()[0]
+        return method.remote(spec, *args, **kwargs)
+
+    def pinned_worker(self) -> _pin.PinnedWorker:
+        """Where this pinned function's process lives (starting it if needed).
+
+        Returns:
+            Node id and IP, pid, worker id and actor id: what py-spy, debugpy or an IDE
+            needs to attach.
+
+        Raises:
+            InvalidOptionError: The function is not pinned with ``pin=True``.
+        """
+        self._require_process_pin("pinned_worker")
+        return ray.get(self._runner().where.remote())  # type: ignore[no-any-return]
+
+    def unpin(self) -> None:
+        """End the pinned process; the next call starts a new one."""
+        shared = self._shared
+        with shared.lock:
+            cached, shared.runner = shared.runner, None
+        if cached is not None and cached[0] is _identity.process_identity():
+            ray.kill(cached[1])
+
+    def stacks(self, timeout: float = 30) -> _pin.ProcessStacks:
+        """The Python stack of every thread of the pinned process, even while it is busy.
+
+        Raises:
+            InvalidOptionError: The function is not pinned with ``pin=True``.
+        """
+        self._require_process_pin("stacks")
+        return _pin.stacks(self._runner(), timeout=timeout)
+
+    def _require_process_pin(self, what: str) -> None:
+        if self._options.pin is None or not self._options.pin.process:
+            msg = (
+                f"{self.__qualname__}.{what}() needs a pinned function: decorate it with "
+                f"@debuggable(pin=True), or use {self.__qualname__}.with_debug(pin=True)."
+            )
+            raise InvalidOptionError(msg, "pin")
+
     def _build_variant(self) -> RemoteFunction:
         function = instrument_function(self._python, self._options)
         return _make_remote(function, dict(self.__wrapped__._default_options), self._options)
@@ -391,6 +492,16 @@ class DebuggableActorClass(_Debuggable, Generic[_T]):
 
     _kind = "actor class"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        pin = self._options.pin
+        if pin is not None and pin.process:
+            msg = (
+                f"pin=True does not apply to actor class {self.__qualname__}: an actor already "
+                "runs all its calls in one process. To choose its node, pin=<node id>."
+            )
+            raise InvalidOptionError(msg, "pin")
+
     def _run_locally(
         self, config: _local.LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -398,7 +509,9 @@ class DebuggableActorClass(_Debuggable, Generic[_T]):
 
     def _build_variant(self) -> ActorClass[_T]:
         cls = instrument_class(self._python, self._options)
-        return _make_remote(cls, dict(self.__wrapped__._default_options), self._options)
+        _pin.add_stacks_support(cls)
+        ray_options = _pin.with_debug_group(dict(self.__wrapped__._default_options))
+        return _make_remote(cls, ray_options, self._options)
 
     def _local_actor_info(self) -> tuple[type, DebugOptions, dict[str, Any]]:
         """What local mode needs: the user's class, kit options and Ray options."""

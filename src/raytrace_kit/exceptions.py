@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "InvalidOptionError",
     "InvalidTargetError",
+    "NodeNotFoundError",
     "NotSerializableError",
     "RaytraceKitError",
     "RaytraceKitWarning",
@@ -59,6 +60,10 @@ class NotSerializableError(RaytraceKitError, TypeError):
     def __reduce__(self) -> tuple[object, ...]:
         # Travels from a worker to the driver inside a RayTaskError.
         return (type(self), (str(self), self.report))
+
+
+class NodeNotFoundError(RaytraceKitError, ValueError):
+    """A pinned call or actor names a node that does not exist or is dead."""
 
 
 class RaytraceKitWarning(UserWarning):
