@@ -25,6 +25,8 @@ autodoc_typehints = "description"
 nitpicky = False
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+# Attributes as fields: several classes have a `pid`, and duplicate targets are warnings.
+napoleon_use_ivar = True
 
 html_theme = "furo"
 html_title = "raytrace_kit"

@@ -232,13 +232,24 @@ class PinnedRunner:
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
+        # Specs are sent once each and named by a small key in every call, so a call does
+        # not pickle its settings: calls stay as cheap as a hand-written actor's.
+        self.specs: dict[int, CallSpec] = {}
 
-    def call(self, spec: CallSpec, *args: Any, **kwargs: Any) -> Any:
+    def register(self, key: int, spec: CallSpec) -> None:
+        """Remember the spec of calls made with ``key`` (sent before them, in order)."""
+        self.specs[key] = spec
+
+    def call(self, _raytrace_spec: int, *args: Any, **kwargs: Any) -> Any:
         """Run one call (Ray resolved the top-level refs in ``args`` already)."""
+        spec = self.specs[_raytrace_spec]
         return _execute.run(spec, self.fn, args, kwargs, mode="pinned")
 
-    def call_generator(self, spec: CallSpec, *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+    def call_generator(
+        self, _raytrace_spec: int, *args: Any, **kwargs: Any
+    ) -> Generator[Any, Any, Any]:
         """Run one call of a generator function: a streaming generator, as a task's."""
+        spec = self.specs[_raytrace_spec]
         for item in _execute.run_generator(spec, self.fn, args, kwargs, mode="pinned"):  # noqa: UP028 -- Ray sends into generators
             yield item
 

@@ -100,6 +100,7 @@ class _Debuggable:
         self._shared = shared if shared is not None else _Shared()
         self._remote_target: Any = None
         self._local_info: Any = None
+        self._pinned_target: tuple[Any, Any, int] | None = None
         if options.local:
             # Install the ray.get/ray.wait hooks now: in `ray.get(f.remote())` Python looks
             # up ray.get before f.remote() runs.
@@ -316,7 +317,15 @@ class _Debuggable:
 class _Shared:
     """State shared by every proxy derived from one decorated object."""
 
-    __slots__ = ("checked", "lock", "nodes_checked", "runner", "signature", "variants")
+    __slots__ = (
+        "checked",
+        "lock",
+        "nodes_checked",
+        "runner",
+        "runner_specs",
+        "signature",
+        "variants",
+    )
 
     def __init__(self) -> None:
         # DebugOptions -> the instrumented Ray remote function or actor class built for them.
@@ -325,8 +334,10 @@ class _Shared:
         self.checked = False
         # inspect.signature() of the user's code, to name arguments (check="always").
         self.signature: inspect.Signature | None = None
-        # pin=True: (the Ray connection it belongs to, the runner actor's handle).
+        # pin=True: (the Ray connection it belongs to, the runner actor's handle), and the
+        # key under which each DebugOptions' spec was registered with that runner.
         self.runner: tuple[object, Any] | None = None
+        self.runner_specs: dict[DebugOptions, int] = {}
         # pin=<node>: when each node was last found alive, per Ray connection.
         self.nodes_checked: dict[tuple[object, str], float] = {}
         self.lock = threading.Lock()
@@ -389,6 +400,9 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
         """The pinned function's actor, created on first use for this Ray connection."""
         identity = _identity.process_identity()
         shared = self._shared
+        cached = shared.runner
+        if cached is not None and cached[0] is identity:
+            return cached[1]  # the common case, without the lock
         with shared.lock:
             cached = shared.runner
             if cached is not None and cached[0] is identity:
@@ -398,17 +412,35 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
             runner_class = ray.remote(**options)(_pin.PinnedRunner)
             handle = runner_class.remote(self._python)
             shared.runner = (identity, handle)
+            shared.runner_specs = {}
             return handle
 
+    def _runner_spec_key(self, runner: Any) -> int:
+        """The key of this proxy's spec on the runner, registering it on first use."""
+        shared = self._shared
+        key = shared.runner_specs.get(self._options)
+        if key is None:
+            with shared.lock:
+                key = shared.runner_specs.get(self._options)
+                if key is None:
+                    key = len(shared.runner_specs)
+                    # Same actor, default group: registered before the calls that use it.
+                    runner.register.remote(key, self._local_call_info()[0])
+                    shared.runner_specs[self._options] = key
+        return key
+
     def _call_pinned(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        generator = inspect.isgeneratorfunction(self._python)
         runner = self._runner()
-        method = runner.call_generator if generator else runner.call
-        per_call = _pin.call_options(self._task_options(), generator)
-        if per_call:
-            method = method.options(**per_call)
-        spec = self._local_call_info()[0]
-        return method.remote(spec, *args, **kwargs)
+        cached = self._pinned_target
+        if cached is None or cached[0] is not runner:
+            # Once per proxy and runner: the method, its per-call options, the spec key.
+            generator = inspect.isgeneratorfunction(self._python)
+            method = runner.call_generator if generator else runner.call
+            per_call = _pin.call_options(self._task_options(), generator)
+            if per_call:
+                method = method.options(**per_call)
+            cached = self._pinned_target = (runner, method, self._runner_spec_key(runner))
+        return cached[1].remote(cached[2], *args, **kwargs)
 
     def pinned_worker(self) -> _pin.PinnedWorker:
         """Where this pinned function's process lives (starting it if needed).
