@@ -17,12 +17,10 @@ Run: python benchmarks/local_mode.py [--calls 2000] [--rounds 7]
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import ray
+from _harness import arguments, interleave, medians, per_call
 
 from raytrace_kit import debuggable, local_mode
 
@@ -31,28 +29,8 @@ def work(batch: list[int]) -> int:
     return len(batch)
 
 
-def timed(fn: Callable[[], object], n: int) -> float:
-    start = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - start) / n
-
-
-def interleave(variants: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
-    samples: dict[str, list[float]] = {k: [] for k in variants}
-    labels = list(variants)
-    for r in range(rounds):
-        shift = r % len(labels)
-        for label in labels[shift:] + labels[:shift]:
-            samples[label].append(variants[label]())
-    return {k: statistics.median(v) for k, v in samples.items()}
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
     batch = list(range(16))
     task = debuggable(ray.remote(work))
@@ -61,29 +39,33 @@ def main() -> None:
     def in_local(fn: Callable[[], object], **kw: bool) -> Callable[[], float]:
         def run() -> float:
             with local_mode(**kw):
-                return timed(fn, n)
+                return per_call(fn, n)
 
         return run
 
-    part1 = interleave(
-        {
-            "direct": lambda: timed(lambda: work(batch), n),
-            "local copy=False": in_local(lambda: ray.get(task.remote(batch)), copy=False),
-            "local copy=True": in_local(lambda: ray.get(task.remote(batch))),
-            "local log=False": in_local(lambda: ray.get(quiet.remote(batch)), copy=False),
-        },
-        args.rounds,
+    part1 = medians(
+        interleave(
+            {
+                "direct": lambda: per_call(lambda: work(batch), n),
+                "local copy=False": in_local(lambda: ray.get(task.remote(batch)), copy=False),
+                "local copy=True": in_local(lambda: ray.get(task.remote(batch))),
+                "local log=False": in_local(lambda: ray.get(quiet.remote(batch)), copy=False),
+            },
+            args.rounds,
+        )
     )
     assert not ray.is_initialized()
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.get(task.remote(batch))  # warm: worker started, function exported
-    part2 = interleave(
-        {
-            "ray round trip": lambda: timed(lambda: ray.get(task.remote(batch)), n // 10),
-            "local (ray up)": in_local(lambda: ray.get(task.remote(batch))),
-        },
-        args.rounds,
+    part2 = medians(
+        interleave(
+            {
+                "ray round trip": lambda: per_call(lambda: ray.get(task.remote(batch)), n // 10),
+                "local (ray up)": in_local(lambda: ray.get(task.remote(batch))),
+            },
+            args.rounds,
+        )
     )
     ray.shutdown()
 

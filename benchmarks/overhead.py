@@ -15,13 +15,13 @@ Run: python benchmarks/overhead.py [--calls 2000] [--rounds 7]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
 import time
 
 import ray
+from _harness import arguments, interleave
 
 from raytrace_kit import debuggable
 
@@ -78,10 +78,7 @@ def report(title: str, samples: dict[str, list[float]], n: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -104,18 +101,15 @@ def main() -> None:
         time_tasks(variant, 200)
         time_actor(actors[label], 200)
 
-    tasks: dict[str, list[float]] = {k: [] for k in variants}
-    calls: dict[str, list[float]] = {k: [] for k in variants}
-    labels = list(variants)
-    for round_no in range(args.rounds):
-        # Rotate the order every round: whichever variant runs first in a round is
-        # measurably faster on 2 cores, and must not always be the same one.
-        shift = round_no % len(labels)
-        order = labels[shift:] + labels[:shift]
-        for label in order:
-            tasks[label].append(time_tasks(variants[label], n))
-        for label in order:
-            calls[label].append(time_actor(actors[label], n))
+    both = interleave(
+        {
+            **{f"task {k}": (lambda v=v: time_tasks(v, n)) for k, v in variants.items()},
+            **{f"actor {k}": (lambda a=a: time_actor(a, n)) for k, a in actors.items()},
+        },
+        args.rounds,
+    )
+    tasks = {k: both[f"task {k}"] for k in variants}
+    calls = {k: both[f"actor {k}"] for k in actors}
     ray.shutdown()
 
     report("Trivial tasks", tasks, n)

@@ -13,12 +13,12 @@ Run: python benchmarks/pinned.py [--calls 2000] [--rounds 9]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from typing import Any
 
 import ray
+from _harness import arguments, interleave
 
 from raytrace_kit import debuggable
 
@@ -33,10 +33,7 @@ class Handwritten:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=9)
-    args = parser.parse_args()
+    args = arguments(__doc__, calls=2000, rounds=9)
     n = args.calls
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     # Ray's defaults: a task and an actor each reserve one CPU; the pinned runner reserves
@@ -59,12 +56,7 @@ def main() -> None:
     }
     for fn in variants.values():  # warm up: workers, actors, exports
         fn()
-    samples: dict[str, list[float]] = {k: [] for k in variants}
-    labels = list(variants)
-    for r in range(args.rounds):
-        shift = r % len(labels)
-        for label in labels[shift:] + labels[:shift]:
-            samples[label].append(variants[label]())
+    samples = interleave(variants, args.rounds)
     ray.shutdown()
     base = statistics.median(samples["hand-written actor"])
     print(f"\n{n} calls, median of {args.rounds} interleaved rounds")

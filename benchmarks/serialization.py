@@ -16,12 +16,11 @@ Run: python benchmarks/serialization.py [--calls 20000] [--rounds 7]
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import ray
+from _harness import arguments, interleave, per_call
 
 from raytrace_kit import debuggable, local_mode
 
@@ -30,18 +29,8 @@ def work(arg: object) -> int:
     return 1
 
 
-def per_call(fn: Callable[[], object], n: int) -> float:
-    start = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - start) / n
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20000)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = arguments(__doc__, calls=20000, rounds=7)
     n = args.calls
     small = {str(i): i for i in range(10)}
     blob = bytes(8_000_000)
@@ -59,14 +48,9 @@ def main() -> None:
         "always/bytes": lambda: per_call(lambda: always.remote(blob), n),
         "always/list": lambda: per_call(lambda: always.remote(numbers), max(n // 1000, 10)),
     }
-    samples: dict[str, list[float]] = {k: [] for k in variants}
-    labels = list(variants)
     with local_mode(copy=False):
         first.remote(small)  # the one check "first" does
-        for r in range(args.rounds):
-            shift = r % len(labels)
-            for label in labels[shift:] + labels[:shift]:
-                samples[label].append(variants[label]())
+        samples = interleave(variants, args.rounds)
     assert not ray.is_initialized()
 
     base_cost = statistics.median(samples["off"])

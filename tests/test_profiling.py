@@ -212,6 +212,19 @@ class TestPerCall:
         assert reader.metadata.peak_memory >= 30 * MIB
         reader.close()
 
+    def test_memray_missing_on_a_worker_runs_unprofiled(self, tmp_path: Path) -> None:
+        """A worker where memray cannot be imported: the call runs, with profile.skipped."""
+        shadow = tmp_path / "memray"
+        shadow.mkdir()
+        (shadow / "__init__.py").write_text("raise ImportError('memray is broken here')\n")
+        broken = allocate.options(runtime_env={"env_vars": {"PYTHONPATH": str(tmp_path)}})
+        assert ray.get(broken.remote(1)) == MIB
+        (end,) = events_of(allocate, "call.end")
+        assert end["status"] == "ok"
+        assert "profile_path" not in end
+        skipped = [e for e in raytrace_kit.read_events() if e["event"] == "profile.skipped"]
+        assert "memray is broken here" in skipped[-1]["reason"]
+
 
 class TestBlocks:
     """profile_memory() and profile_cpu() work anywhere and travel with calls."""
