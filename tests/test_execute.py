@@ -82,7 +82,9 @@ class TestActors:
     def test_async_actor_concurrent_calls_keep_their_own_context(self) -> None:
         """Interleaved async calls each get their own call_id and task_id."""
         counter = Counter.remote()
-        refs = [counter.slow_read.remote(0.2 - i * 0.05) for i in range(4)]
+        # Long enough that all four have started before the shortest ends, even on a
+        # loaded machine.
+        refs = [counter.slow_read.remote(0.8 - i * 0.15) for i in range(4)]
         assert ray.get(refs) == [0, 0, 0, 0]
         ends = [e for e in events_of(Counter, "call.end") if e["kind"] == "actor_method"]
         starts = [e for e in events_of(Counter, "call.start") if e["kind"] == "actor_method"]

@@ -32,6 +32,14 @@ pytestmark = pytest.mark.usefixtures("ray_session")
 SMALL = {"num_cpus": 0.1}
 
 
+def wait_for_start(target: object, function_suffix: str) -> None:
+    """Wait until a call of ``target`` ending in ``function_suffix`` has started."""
+    deadline = time.monotonic() + 30
+    while not any(e["function"].endswith(function_suffix) for e in events_of(target, "call.start")):
+        assert time.monotonic() < deadline, f"{function_suffix} never started"
+        time.sleep(0.05)
+
+
 def listening_sockets(pid: int) -> set[str]:
     """The TCP sockets process ``pid`` listens on (from /proc, no psutil needed)."""
     inodes = set()
@@ -80,7 +88,7 @@ class TestPinnedFunction:
         @debuggable(pin=True)
         @ray.remote(num_cpus=0.5)
         def slow_pid() -> int:
-            time.sleep(0.3)
+            time.sleep(0.6)
             return os.getpid()
 
         spread = ray.get([slow_pid.with_debug(pin=False).remote() for _ in range(4)])
@@ -153,10 +161,7 @@ class TestPinnedFunction:
             return "woke"
 
         ref = stuck.remote(3)
-        deadline = time.monotonic() + 30
-        while not events_of(stuck, "call.start"):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for_start(stuck, "stuck")
         dump = stuck.stacks()
         thread = dump.find("stuck")
         assert thread is not None
@@ -200,7 +205,7 @@ class TestActorStacks:
 
         gate = Gate.remote()
         ref = gate.block.remote()
-        time.sleep(0.5)
+        wait_for_start(Gate, ".block")
         dump = stacks(gate)
         thread = dump.find("block")
         assert thread is not None
@@ -216,7 +221,7 @@ class TestActorStacks:
         @ray.remote
         class AsyncWorker:
             async def hog(self) -> int:
-                time.sleep(2)  # blocks its event loop on purpose
+                time.sleep(3)  # blocks its event loop on purpose
                 return 1
 
             async def ping(self) -> int:
@@ -226,7 +231,7 @@ class TestActorStacks:
         worker = AsyncWorker.remote()
         ray.get(worker.ping.remote())
         ref = worker.hog.remote()
-        time.sleep(0.5)
+        wait_for_start(AsyncWorker, ".hog")
         dump = stacks(worker, timeout=10)
         assert dump.find("hog") is not None
         assert ray.get(ref) == 1
