@@ -413,7 +413,8 @@ class LocalActorMethod:
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         """Call the method now, in this thread; returns its ref(s)."""
         actor = self._actor
-        config = _current() if _current().enabled else _DEFAULT_ON
+        current = _current()
+        config = current if current.enabled else _DEFAULT_ON
         spec = actor.spec(self._name)
         if actor.dead is not None:
             return _refs.error_ref(actor.dead, spec.function)

@@ -27,7 +27,6 @@ __all__ = [
     "copy_value",
     "error_ref",
     "install_ray_hooks",
-    "is_local_object",
     "resolve_argument",
     "task_error",
     "value_ref",
@@ -212,11 +211,6 @@ def error_ref(exc: BaseException, function: str) -> Any:
         # every task that receives the ref.
         return _original["put"](error)
     return LocalRef(error=error)
-
-
-def is_local_object(obj: Any) -> bool:
-    """Whether ``obj`` is a local ref."""
-    return isinstance(obj, LocalRef)
 
 
 def resolve_argument(arg: Any) -> Any:

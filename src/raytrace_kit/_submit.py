@@ -310,7 +310,7 @@ class _Debuggable:
         return self.__copy__()
 
     def __repr__(self) -> str:
-        kind = "actor class" if isinstance(self, DebuggableActorClass) else "function"
+        kind = self._kind
         return f"<debuggable {kind} {self.__module__}.{self.__qualname__} {self._options}>"
 
 
@@ -489,7 +489,7 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
         info = self._local_info
         if info is None:
             spec = CallSpec(qualified_name(self._python), "task", self._options)
-            merged = {**self.__wrapped__._default_options, **self._ray_options}
+            merged = self._task_options()
             generator = inspect.isgeneratorfunction(self._python)
             info = self._local_info = (spec, merged.get("num_returns"), generator)
         return info  # type: ignore[no-any-return]
@@ -547,8 +547,7 @@ class DebuggableActorClass(_Debuggable, Generic[_T]):
 
     def _local_actor_info(self) -> tuple[type, DebugOptions, dict[str, Any]]:
         """What local mode needs: the user's class, kit options and Ray options."""
-        merged = {**self.__wrapped__._default_options, **self._ray_options}
-        return self._python, self._options, merged
+        return self._python, self._options, self._task_options()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         msg = (
