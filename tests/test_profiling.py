@@ -311,6 +311,13 @@ class TestOptions:
         with pytest.raises(InvalidOptionError, match="'memray', 'cprofile' or None"):
             debuggable(profile="py-spy")
 
+    def test_actor_scope_needs_a_profiler_and_an_actor_class(self) -> None:
+        """profile_scope='actor' alone, or on a function, would do nothing: an error."""
+        with pytest.raises(InvalidOptionError, match="needs a profiler"):
+            debuggable(profile_scope="actor")
+        with pytest.raises(InvalidOptionError, match="applies to actor classes"):
+            debuggable(profile="memray", profile_scope="actor")(ray.remote(lambda: 1))
+
     def test_memray_options_reach_the_tracker(self) -> None:
         """file_format=AGGREGATED_ALLOCATIONS is applied in the worker."""
         aggregated = allocate.with_debug(profile_options={"file_format": "AGGREGATED_ALLOCATIONS"})

@@ -79,6 +79,12 @@ class DebugOptions:
             problem = validate_profile_options(updated.profile, dict(updated.profile_options))
             if problem:
                 raise InvalidOptionError(problem, "profile")
+        if changes.get("profile_scope") == "actor" and updated.profile is None:
+            msg = (
+                "profile_scope='actor' needs a profiler: add profile='memray' (leak hunting) "
+                "or profile='cprofile'."
+            )
+            raise InvalidOptionError(msg, "profile_scope")
         return updated
 
 

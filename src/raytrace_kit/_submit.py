@@ -389,6 +389,16 @@ class DebuggableFunction(_Debuggable, Generic[_P, _R]):
         """
         return self._submit(args, kwargs)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self._options.profile_scope == "actor":
+            msg = (
+                f"profile_scope='actor' applies to actor classes, and {self.__qualname__} is a "
+                "function: use profile_scope='call' (one capture per call), or decorate the "
+                "actor class that holds the state you are watching."
+            )
+            raise InvalidOptionError(msg, "profile_scope")
+
     def _run_locally(
         self, config: _local.LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
