@@ -11,7 +11,7 @@ import pytest
 import ray
 
 import raytrace_kit
-from raytrace_kit import _local, _state
+from raytrace_kit import _process
 
 # Workers inherit the environment of the ray.init() that starts the local cluster; a
 # developer's own override must not redirect the files these tests look for.
@@ -54,12 +54,10 @@ _test_started = ""
 def _fresh_state() -> Iterator[None]:
     """Each test starts with raytrace_kit's process state reset and a new event window."""
     global _test_started  # noqa: PLW0603 -- the window events_of() reads
-    _state.reset()
-    _local.reset()
+    _process.reset()
     _test_started = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     yield
-    _local.reset()
-    _state.reset()
+    _process.reset()
 
 
 def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:

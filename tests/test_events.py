@@ -17,7 +17,7 @@ from ray._common.logging_constants import LogKey
 
 import raytrace_kit
 from raytrace_kit import RaytraceKitWarning, debuggable, get_logger, read_events
-from raytrace_kit._events import _to_json_line
+from raytrace_kit._output.logger import _to_json_line
 
 from .conftest import events_of
 

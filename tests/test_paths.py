@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytrace_kit import log_dir
-from raytrace_kit._paths import event_file_name
+from raytrace_kit._output.paths import event_file_name
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -24,7 +24,7 @@ from raytrace_kit import (
     profile_cpu,
     profile_memory,
 )
-from raytrace_kit._profiling import _sanitize
+from raytrace_kit._output.paths import sanitize as _sanitize
 
 from .conftest import events_of
 

@@ -8,37 +8,40 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from raytrace_kit._debugger import DebuggerEndpoint, attach_debugger
-from raytrace_kit._decorate import debuggable
-from raytrace_kit._events import get_logger, read_events
-from raytrace_kit._local import LocalActorHandle, is_local_mode, local_mode, set_local_mode
+from raytrace_kit._driver.blocks import ProfileBlock, profile_cpu, profile_memory
+from raytrace_kit._driver.decorate import debuggable
+from raytrace_kit._driver.proxy import DebuggableActorClass, DebuggableFunction
+from raytrace_kit._driver.stacks import stacks
+from raytrace_kit._local.actors import LocalActorHandle
+from raytrace_kit._local.refs import LocalRef, LocalRefGenerator
+from raytrace_kit._local.switch import is_local_mode, local_mode, set_local_mode
 from raytrace_kit._options import DebugOptions, Pin
-from raytrace_kit._paths import log_dir
-from raytrace_kit._pin import PinnedWorker, ProcessStacks, ThreadStack, stacks
-from raytrace_kit._profiling import (
+from raytrace_kit._output.logger import get_logger
+from raytrace_kit._output.paths import log_dir
+from raytrace_kit._reports.events import read_events
+from raytrace_kit._reports.profiles import (
     CpuStats,
-    ProfileBlock,
     ProfileSummary,
     cpu_stats,
     flamegraph,
-    profile_cpu,
-    profile_memory,
     profile_summary,
 )
-from raytrace_kit._refs import LocalRef, LocalRefGenerator
-from raytrace_kit._serialization import (
-    SerializationFailure,
-    SerializationReport,
-    check_serializable,
-)
-from raytrace_kit._submit import DebuggableActorClass, DebuggableFunction
+from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
+from raytrace_kit._serialization.walk import check_serializable
+from raytrace_kit._worker.debugger import DebuggerEndpoint, attach_debugger
+from raytrace_kit._worker.runner import PinnedWorker
+from raytrace_kit._worker.stacks import ProcessStacks, ThreadStack
 from raytrace_kit.exceptions import (
     InvalidOptionError,
     InvalidTargetError,
+    InvalidValueError,
     NodeNotFoundError,
     NotSerializableError,
+    ProfileError,
+    ProfileNotFoundError,
     RaytraceKitError,
     RaytraceKitWarning,
+    UsageError,
 )
 
 try:
@@ -54,6 +57,7 @@ __all__ = [
     "DebuggerEndpoint",
     "InvalidOptionError",
     "InvalidTargetError",
+    "InvalidValueError",
     "LocalActorHandle",
     "LocalRef",
     "LocalRefGenerator",
@@ -63,12 +67,15 @@ __all__ = [
     "PinnedWorker",
     "ProcessStacks",
     "ProfileBlock",
+    "ProfileError",
+    "ProfileNotFoundError",
     "ProfileSummary",
     "RaytraceKitError",
     "RaytraceKitWarning",
     "SerializationFailure",
     "SerializationReport",
     "ThreadStack",
+    "UsageError",
     "__version__",
     "attach_debugger",
     "check_serializable",

@@ -1,15 +1,36 @@
-"""The frozen settings that travel with each call, and their validation."""
+"""Every setting that travels with a call (DebugOptions, Pin, CallSpec), and all their validation.
+
+These objects are frozen, small and picklable: the driver bakes them into what Ray ships,
+so a worker never reads driver state. Validation happens here, at decoration or
+submission time, and names the problem and the fix.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from raytrace_kit._output import schema
 from raytrace_kit.exceptions import InvalidOptionError
 
-__all__ = ["CheckMode", "DebugOptions", "KitOptions", "Pin", "as_pin", "validate_option_names"]
+__all__ = [
+    "CPROFILE_OPTIONS",
+    "MEMRAY_OPTIONS",
+    "CallSpec",
+    "CheckMode",
+    "DebugOptions",
+    "KitOptions",
+    "Pin",
+    "ProfileKind",
+    "as_pin",
+    "memray_available",
+    "qualified_name",
+    "validate_option_names",
+    "validate_profile_options",
+]
 
 _NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 
@@ -73,9 +94,6 @@ class DebugOptions:
             changes["profile_options"] = tuple(sorted(changes["profile_options"].items()))
         updated = dataclasses.replace(self, **changes)
         if "profile" in changes or "profile_options" in changes:
-            # Imported here: _profiling imports the event pipeline, which imports this module.
-            from raytrace_kit._profiling import validate_profile_options  # noqa: PLC0415
-
             problem = validate_profile_options(updated.profile, dict(updated.profile_options))
             if problem:
                 raise InvalidOptionError(problem, "profile")
@@ -182,3 +200,61 @@ def validate_option_names(options: dict[str, Any]) -> None:
                 f"{type(value).__name__}; expected {description}."
             )
             raise InvalidOptionError(msg, name)
+
+
+MEMRAY_OPTIONS = frozenset(
+    {"native_traces", "trace_python_allocators", "follow_fork", "file_format", "memory_interval_ms"}
+)
+CPROFILE_OPTIONS = frozenset({"timeunit", "subcalls", "builtins"})
+
+
+def memray_available() -> bool:
+    """Whether memray can be imported here (it is not available on Windows)."""
+    return importlib.util.find_spec("memray") is not None
+
+
+def validate_profile_options(kind: str | None, options: dict[str, Any]) -> str | None:
+    """Return what is wrong with ``profile``/``profile_options``, or ``None``."""
+    if kind == "memray" and not memray_available():
+        return (
+            "profile='memray' needs memray, which is not installed here (it does not support "
+            "Windows): `pip install memray`, or use profile='cprofile'."
+        )
+    allowed = MEMRAY_OPTIONS if kind == "memray" else CPROFILE_OPTIONS
+    unknown = sorted(set(options) - allowed)
+    if options and kind is None:
+        return "profile_options needs profile='memray' or profile='cprofile'."
+    if unknown:
+        return (
+            f"unknown {kind} option(s) {', '.join(unknown)}; valid ones are: "
+            f"{', '.join(sorted(allowed))}."
+        )
+    return None
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.qualname`` of a function or class, as events report it."""
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+@dataclass(frozen=True, slots=True)
+class CallSpec:
+    """What the worker needs to know about the callable it instruments.
+
+    Attributes:
+        function: Qualified name (``module.function`` or ``module.Class.method``).
+        kind: ``task``, ``actor_init`` or ``actor_method``.
+        options: The raytrace_kit options in force for these calls.
+    """
+
+    function: str
+    kind: str
+    options: DebugOptions
+    # Derived once on the driver and shipped with the spec, so workers never re-render.
+    fields: dict[str, str] = field(init=False, compare=False, repr=False)
+    fragment: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        fields = {"function": self.function, "kind": self.kind}
+        object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "fragment", schema.members(fields))

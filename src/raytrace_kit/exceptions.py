@@ -1,8 +1,9 @@
 """Exceptions and warnings raised by raytrace_kit.
 
 Every error the library raises on purpose derives from :class:`RaytraceKitError`, and also
-from the built-in exception a Python programmer would expect (``TypeError`` for misuse),
-so ``except TypeError`` keeps working.
+from the built-in exception a Python programmer would expect (``TypeError`` for misuse,
+``ValueError`` for a bad value, ``FileNotFoundError`` for a missing file), so
+``except TypeError`` and friends keep working. This module imports nothing of ours.
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raytrace_kit._serialization import SerializationReport
+    from raytrace_kit._serialization.report import SerializationReport
 
 __all__ = [
     "InvalidOptionError",
     "InvalidTargetError",
+    "InvalidValueError",
     "NodeNotFoundError",
     "NotSerializableError",
+    "ProfileError",
+    "ProfileNotFoundError",
     "RaytraceKitError",
     "RaytraceKitWarning",
+    "UsageError",
 ]
 
 
@@ -27,7 +32,7 @@ class RaytraceKitError(Exception):
 
 
 class InvalidTargetError(RaytraceKitError, TypeError):
-    """``@debuggable`` was applied to something it cannot instrument."""
+    """``@debuggable`` (or ``stacks()``) was given something it cannot instrument or read."""
 
 
 class InvalidOptionError(RaytraceKitError, TypeError):
@@ -40,6 +45,17 @@ class InvalidOptionError(RaytraceKitError, TypeError):
     def __init__(self, message: str, option: str) -> None:
         super().__init__(message)
         self.option = option
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.option))
+
+
+class InvalidValueError(RaytraceKitError, ValueError):
+    """An argument of a raytrace_kit function has a value it cannot use."""
+
+
+class UsageError(RaytraceKitError, TypeError):
+    """A raytrace_kit object was used in a way it does not support (the message says how)."""
 
 
 class NotSerializableError(RaytraceKitError, TypeError):
@@ -64,6 +80,14 @@ class NotSerializableError(RaytraceKitError, TypeError):
 
 class NodeNotFoundError(RaytraceKitError, ValueError):
     """A pinned call or actor names a node that does not exist or is dead."""
+
+
+class ProfileError(RaytraceKitError, RuntimeError):
+    """A profile file could not be read or rendered (the profiler's message is included)."""
+
+
+class ProfileNotFoundError(RaytraceKitError, FileNotFoundError):
+    """There is no profile file where one was expected."""
 
 
 class RaytraceKitWarning(UserWarning):

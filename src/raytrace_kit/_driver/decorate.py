@@ -7,18 +7,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
 import ray
-from ray.actor import ActorClass
-from ray.remote_function import RemoteFunction
 from typing_extensions import ParamSpec, Unpack
 
+from raytrace_kit import _ray_compat
+from raytrace_kit._driver.proxy import Debuggable, DebuggableActorClass, DebuggableFunction
 from raytrace_kit._options import DebugOptions, KitOptions
-from raytrace_kit._submit import (
-    DebuggableActorClass,
-    DebuggableFunction,
-    _Debuggable,
-    python_class_of,
-    python_function_of,
-)
 from raytrace_kit.exceptions import InvalidTargetError
 
 __all__ = ["debuggable"]
@@ -58,10 +51,30 @@ def debuggable(target: Any = None, /, **options: Any) -> Any:
     Args:
         target: What to instrument: a function, a class, a ``@ray.remote`` function or a
             ``@ray.remote`` actor class. Omit it to get a decorator.
-        **options: raytrace_kit options: ``log`` (write call events, default ``True``),
-            ``local`` (``True``: always run in this process; ``False``: never; default
-            ``None``: follow :func:`local_mode`), ``post_mortem`` (open a debugger at the
-            failing frame: pdb in local mode, Ray's post-mortem debugger on a cluster).
+        **options: raytrace_kit options (all keyword-only, all optional):
+
+            - ``log`` (bool, default ``True``): write ``call.start``/``call.end`` events.
+            - ``local`` (bool or ``None``, default ``None``): ``True`` always runs the calls
+              in this process (local mode), ``False`` never does, ``None`` follows
+              :func:`local_mode`.
+            - ``post_mortem`` (bool, default ``False``): open a debugger at the failing
+              frame: pdb in local mode, Ray's post-mortem debugger on a cluster.
+            - ``check`` (``"first"``, ``"always"``, ``"on_error"``, ``"off"``; default
+              ``"first"``): serializability checks before submission: the code once,
+              also every call's arguments and return values, only to explain a failure
+              Ray reports, or none.
+            - ``profile`` (``"memray"``, ``"cprofile"`` or ``None``): profile every
+              execution in its worker, one file per call under ``log_dir()/"profiles"``.
+            - ``profile_options`` (dict): the profiler's options: memray's
+              ``native_traces``, ``trace_python_allocators``, ``follow_fork``,
+              ``file_format``, ``memory_interval_ms``; cProfile's ``timeunit``,
+              ``subcalls``, ``builtins``.
+            - ``profile_scope`` (``"call"`` or ``"actor"``, default ``"call"``): one capture
+              per call, or one per actor from ``__init__`` until it exits (leak hunting;
+              actor classes only).
+            - ``pin`` (``True``, a node id, or :class:`Pin`): ``True`` runs all calls of a
+              function in one dedicated process; a node id runs every call (or the actor)
+              on that node.
 
     Returns:
         A :class:`DebuggableFunction` or :class:`DebuggableActorClass`, or, without
@@ -90,13 +103,13 @@ def debuggable(target: Any = None, /, **options: Any) -> Any:
 
 
 def _wrap(target: Any, options: DebugOptions, given: dict[str, Any]) -> _Decorated:
-    if isinstance(target, _Debuggable):
+    if isinstance(target, Debuggable):
         # Decorated twice: the options given here change those of the inner decorator.
         return cast("_Decorated", target.with_debug(**given))
-    if isinstance(target, RemoteFunction):
-        return DebuggableFunction(target, python_function_of(target), options)
-    if isinstance(target, ActorClass):
-        return DebuggableActorClass(target, python_class_of(target), options)
+    if isinstance(target, _ray_compat.RemoteFunction):
+        return DebuggableFunction(target, _ray_compat.python_function_of(target), options)
+    if isinstance(target, _ray_compat.ActorClass):
+        return DebuggableActorClass(target, _ray_compat.python_class_of(target), options)
     if inspect.isclass(target):
         return DebuggableActorClass(ray.remote(target), target, options)
     if inspect.iscoroutinefunction(target):

@@ -1,22 +1,34 @@
-"""Where raytrace_kit writes: :func:`log_dir` and the names of the files in it."""
+"""Where raytrace_kit writes on this node: :func:`log_dir` and the names of the files in it."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import ray
 
-from raytrace_kit import _state
+from raytrace_kit import _process
 
-__all__ = ["ENV_LOG_DIR", "event_file_name", "log_dir"]
+__all__ = [
+    "ENV_LOG_DIR",
+    "block_profile_path",
+    "call_profile_path",
+    "event_file_name",
+    "log_dir",
+    "profiles_dir",
+    "sanitize",
+]
 
 ENV_LOG_DIR = "RAYTRACE_LOG_DIR"
 
 # Ray's log monitor tails top-level ``worker*`` files; a subdirectory keeps ours out of it.
 _SUBDIR = "raytrace_kit"
+_NAME_LIMIT = 80
 
 
 def log_dir() -> Path:
@@ -53,9 +65,9 @@ def log_dir() -> Path:
 
 
 def _fallback_dir() -> Path:
-    state = _state.state
+    state = _process.state
     if state.fallback_dir is None:
-        with _state.lock:
+        with state.lock:
             if state.fallback_dir is None:
                 state.fallback_dir = Path(tempfile.mkdtemp(prefix="raytrace_kit-"))
     return state.fallback_dir
@@ -69,3 +81,46 @@ def event_file_name(node_id: str | None, pid: int) -> str:
     """
     node = node_id[:12] if node_id else "nonode"
     return f"events-{node}-{pid}.jsonl"
+
+
+def profiles_dir() -> Path:
+    """``log_dir() / "profiles"`` on this node."""
+    return log_dir() / "profiles"
+
+
+def sanitize(text: str, limit: int = _NAME_LIMIT) -> str:
+    """``text`` as a safe file name part, at most ``limit`` long (a hash keeps it unique)."""
+    clean = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip(".") or "call"
+    if len(clean) <= limit:
+        return clean
+    digest = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"{clean[: limit - 9]}-{digest}"
+
+
+def _suffix(profiler: str) -> str:
+    return "bin" if profiler == "memray" else "prof"
+
+
+def call_profile_path(
+    function: str,
+    kind: str,
+    *,
+    task_id: str | None,
+    attempt: int | None,
+    call_id: str,
+    profiler: str,
+) -> Path:
+    """``<function>.<kind>.<task id>.a<attempt>.<call id>.<bin|prof>`` in the profiles dir.
+
+    The task id and attempt say which Ray task and retry it was; the call id makes the name
+    unique per execution whatever runs it (local calls have no task id).
+    """
+    task = task_id or "local"
+    name = f"{sanitize(function)}.{kind}.{task}.a{attempt or 0}.{call_id}.{_suffix(profiler)}"
+    return profiles_dir() / name
+
+
+def block_profile_path(profiler: str, block_id: str) -> Path:
+    """The file in the profiles dir of one ``profile_memory()``/``profile_cpu()`` block."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return profiles_dir() / f"block-{profiler}-{stamp}-{os.getpid()}-{block_id}.{_suffix(profiler)}"

@@ -1,4 +1,4 @@
-"""attach_debugger(): debugpy or PyCharm inside a task or actor, failing soft.
+"""attach_debugger(): debugpy or PyCharm inside a task or actor (or anywhere), failing soft.
 
 Remote debuggers open unauthenticated ports. Nothing here listens unless asked, binds to
 127.0.0.1 by default, and warns loudly for any other address.
@@ -12,8 +12,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from raytrace_kit import _events
-from raytrace_kit.exceptions import RaytraceKitWarning
+from raytrace_kit._output import writer
+from raytrace_kit.exceptions import InvalidValueError, RaytraceKitWarning
 
 __all__ = ["DebuggerEndpoint", "attach_debugger"]
 
@@ -47,7 +47,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def _soft_fail(kind: str, host: str, port: int, reason: str) -> None:
-    _events.emit(
+    writer.emit(
         "debugger.unavailable",
         "warning",
         {"debugger": kind, "host": host, "port": port, "reason": reason},
@@ -87,11 +87,11 @@ def attach_debugger(
         The endpoint, or ``None`` if no debugger could be attached.
 
     Raises:
-        ValueError: An unknown ``kind``.
+        InvalidValueError: An unknown ``kind`` (a ``ValueError``).
     """
     if kind not in _DEFAULT_PORTS:
         msg = f"attach_debugger(kind={kind!r}): use 'debugpy' or 'pycharm'."
-        raise ValueError(msg)
+        raise InvalidValueError(msg)
     port = _DEFAULT_PORTS[kind] if port is None else port
     if not _is_loopback(host):
         message = (
@@ -111,7 +111,7 @@ def attach_debugger(
     except Exception as exc:
         _soft_fail(kind, host, port, f"{type(exc).__name__}: {exc}")
         return None
-    _events.emit(
+    writer.emit(
         "debugger.attached" if kind == "pycharm" else "debugger.listening",
         "warning",
         {"debugger": kind, "host": endpoint.host, "port": endpoint.port},

@@ -13,198 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import html
 import inspect
 import itertools
 import os
 import sys
 import sysconfig
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Any
 
 import ray.cloudpickle
-import ray.remote_function
 
-from raytrace_kit import _events
-from raytrace_kit.exceptions import NotSerializableError
+from raytrace_kit import _process, _ray_compat
+from raytrace_kit._serialization.report import Scope, SerializationFailure, SerializationReport
 
-__all__ = [
-    "SerializationFailure",
-    "SerializationReport",
-    "check_serializable",
-    "error_message",
-    "fix_for",
-    "reject",
-]
-
-Scope = Literal["global", "nonlocal", "attribute", "item", "argument", "return"]
+__all__ = ["check_serializable"]
 
 _MAX_CHILDREN = 200  # per object: enough for real closures and configs, bounded for huge ones
 _ERROR_CHARS = 300
-
-
-@dataclass(frozen=True, slots=True)
-class SerializationFailure:
-    """One value that Ray cannot serialize.
-
-    Attributes:
-        name: How to reach it from its parent, e.g. ``pool``, ``config['pool']``,
-            ``handlers[2]``, ``self.lock``.
-        path: The names from the checked object down to it, e.g.
-            ``('special_business', 'pool')``.
-        scope: Where the reference lives: ``global``, ``nonlocal`` (captured from an
-            enclosing function), ``attribute``, ``item`` (inside a container),
-            ``argument`` or ``return``.
-        type_name: The type of the value, e.g. ``multiprocessing.pool.Pool``.
-        error: What the serializer said.
-    """
-
-    name: str
-    path: tuple[str, ...]
-    scope: Scope
-    type_name: str
-    error: str
-
-    @property
-    def dotted_path(self) -> str:
-        """The path as one expression: ``process.config['pool']``."""
-        text = ""
-        for part in self.path:
-            text += part if part.startswith("[") or not text else f".{part}"
-        return text
-
-    @property
-    def fix(self) -> str:
-        """A fix that fits the scope."""
-        return fix_for(self)
-
-
-@dataclass(frozen=True, slots=True)
-class SerializationReport:
-    """The verdict of :func:`check_serializable` on one object.
-
-    Attributes:
-        target: What was checked (its name).
-        ok: Whether Ray can serialize it.
-        failures: Every value found that Ray cannot serialize (empty when ``ok``).
-        error: The serializer's message for the object as a whole, when not ``ok``.
-    """
-
-    target: str
-    ok: bool
-    failures: tuple[SerializationFailure, ...] = ()
-    error: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def __str__(self) -> str:
-        if self.ok:
-            return f"{self.target}: serializable"
-        lines = [f"{self.target}: NOT serializable ({self.error})"]
-        for failure in self.failures:
-            lines.append(f"└─ {failure.dotted_path}  [{failure.scope}] {failure.type_name}")
-            lines.append(f"     error: {failure.error}")
-            lines.append(f"     fix:   {failure.fix}")
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        title = html.escape(self.target)
-        if self.ok:
-            return f"<p><code>{title}</code>: serializable &#10003;</p>"
-        rows = "".join(
-            "<tr>"
-            f"<td><code>{html.escape(f.dotted_path)}</code></td>"
-            f"<td>{html.escape(f.scope)}</td>"
-            f"<td><code>{html.escape(f.type_name)}</code></td>"
-            f"<td>{html.escape(f.error)}</td>"
-            f"<td>{html.escape(f.fix)}</td>"
-            "</tr>"
-            for f in self.failures
-        )
-        return (
-            f"<p><code>{title}</code>: <b>not serializable</b> "
-            f"({html.escape(self.error)})</p>"
-            "<table><thead><tr><th>value</th><th>scope</th><th>type</th>"
-            f"<th>error</th><th>fix</th></tr></thead><tbody>{rows}</tbody></table>"
-        )
-
-    def raise_if_failed(self, context: str) -> None:
-        """Raise :class:`NotSerializableError` naming the culprits, if not ``ok``.
-
-        Raises:
-            NotSerializableError: The report has failures.
-        """
-        if not self.ok:
-            raise NotSerializableError(error_message(self, context), self)
-
-
-def fix_for(failure: SerializationFailure) -> str:
-    """A fix for one failure, phrased for where the value lives."""
-    name = failure.name
-    owner = failure.path[0] if failure.path else "the task"
-    if failure.scope == "global":
-        return (
-            f"'{name}' is a module global that {owner} uses: create it inside the function, "
-            "pass what it needs as an argument, or keep it in an actor and call the actor"
-        )
-    if failure.scope == "nonlocal":
-        return (
-            f"'{name}' is captured from an enclosing function: create it inside the remote "
-            "function, or pass it as an argument"
-        )
-    if failure.scope == "attribute":
-        return (
-            f"attribute '{name}' cannot travel: create it lazily in the worker, leave it out "
-            "of the pickled state (__getstate__/__reduce__), or keep the object in an actor"
-        )
-    if failure.scope == "item":
-        return (
-            f"element {failure.dotted_path} cannot travel: remove it from the container "
-            "and create it in the worker, or keep it in an actor"
-        )
-    if failure.scope == "argument":
-        return (
-            f"argument '{name}' cannot be sent to a worker: pass the data or settings needed "
-            "to build it (a path, a config) and build it inside the task or actor"
-        )
-    return "the return value cannot be sent back: return plain data (lists, dicts, arrays)"
-
-
-def error_message(report: SerializationReport, context: str) -> str:
-    """The message of a :class:`NotSerializableError` for ``report``."""
-    lines = [f"{context}: Ray cannot serialize {report.target} ({report.error})."]
-    for failure in report.failures:
-        lines.append(
-            f"  - {failure.dotted_path} [{failure.scope}, {failure.type_name}]: "
-            f"{failure.error}. Fix: {failure.fix}."
-        )
-    return "\n".join(lines)
-
-
-def reject(report: SerializationReport, context: str, function: str) -> NoReturn:
-    """Log a ``serialization.fail`` event, then raise :class:`NotSerializableError`.
-
-    The event names the culprits (name, path, scope, type), never their values.
-
-    Raises:
-        NotSerializableError: Always, carrying ``report``.
-    """
-    _events.emit(
-        "serialization.fail",
-        "error",
-        {
-            "function": function,
-            "target": report.target,
-            "context": context,
-            "failures": [
-                {"name": f.name, "path": list(f.path), "scope": f.scope, "type_name": f.type_name}
-                for f in report.failures
-            ],
-        },
-    )
-    raise NotSerializableError(error_message(report, context), report)
 
 
 def check_serializable(
@@ -313,8 +138,8 @@ def _children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
 
 
 def _raw_children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
-    if isinstance(obj, ray.remote_function.RemoteFunction):
-        obj = obj._function  # the Python function Ray pickles
+    if isinstance(obj, _ray_compat.RemoteFunction):
+        obj = _ray_compat.python_function_of(obj)  # the Python function Ray pickles
     if isinstance(obj, dict | list | tuple | set | frozenset):
         yield from _container_children(obj)
     elif inspect.isfunction(obj):
@@ -394,18 +219,16 @@ _LIBRARY_PATHS = tuple(
 )
 
 
-_user_data: dict[type, bool] = {}
-
-
 def _is_user_data(cls: type) -> bool:
     """Whether instances of ``cls`` are worth opening, attribute by attribute.
 
     True for dataclasses and for classes of the user's own code that pickle through their
     attributes (no custom ``__reduce__``/``__getstate__``).
     """
-    known = _user_data.get(cls)
+    verdicts = _process.state.user_data_types
+    known = verdicts.get(cls)
     if known is None:
-        known = _user_data[cls] = _judge_user_data(cls)
+        known = verdicts[cls] = _judge_user_data(cls)
     return known
 
 
@@ -428,8 +251,8 @@ def _judge_user_data(cls: type) -> bool:
 
 
 def _display_name(obj: Any) -> str:
-    if isinstance(obj, ray.remote_function.RemoteFunction):
-        obj = obj._function
+    if isinstance(obj, _ray_compat.RemoteFunction):
+        obj = _ray_compat.python_function_of(obj)
     qualname = getattr(obj, "__qualname__", None)
     if isinstance(qualname, str) and (inspect.isfunction(obj) or inspect.isclass(obj)):
         return qualname

@@ -1,36 +1,44 @@
-"""Results of local calls: ``LocalRef``, copies through Ray's serializer, and ``ray.*`` hooks.
+"""Results of local calls: ``LocalRef``, copies through Ray's serializer, and error refs.
 
 With Ray initialized, local results are real ``ObjectRef`` objects (``ray.put``), so they mix
-with everything Ray offers. Without Ray, they are :class:`LocalRef` objects, and
-``ray.get``, ``ray.wait``, ``ray.put``, ``ray.kill`` and ``ray.get_actor`` are wrapped so that
-user code does not change. The wrappers hand everything that is not local to Ray untouched.
+with everything Ray offers. Without Ray, they are :class:`LocalRef` objects, which the
+``ray.*`` hooks (:mod:`.hooks`) understand.
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import os
 import pickle
-import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import ray
-import ray.cloudpickle
 from ray.exceptions import RayError, RayTaskError
 
+from raytrace_kit import _ray_compat
+
 __all__ = [
+    "RAY",
+    "InProcess",
     "LocalRef",
     "LocalRefGenerator",
     "copy_value",
     "error_ref",
-    "install_ray_hooks",
     "resolve_argument",
     "task_error",
     "value_ref",
 ]
+
+# Ray's own functions, as they were before local mode hooked any of them.
+RAY: dict[str, Callable[..., Any]] = {
+    "get": ray.get,
+    "wait": ray.wait,
+    "put": ray.put,
+    "kill": ray.kill,
+    "get_actor": ray.get_actor,
+}
 
 
 class LocalRef:
@@ -104,26 +112,23 @@ class LocalRefGenerator:
         return f"LocalRefGenerator({len(self._refs)} refs)"
 
 
-# --- copying through Ray's serializer -------------------------------------------------
+class InProcess:
+    """Base of objects that stand for in-process things (local actor handles).
 
-# Objects that stand for in-process things (local actor handles) and must survive a copy
-# as themselves, the way Ray ships an actor handle rather than the actor.
-_by_identity: tuple[type, ...] = ()
+    They survive a copy as themselves, the way Ray ships an actor handle rather than the
+    actor.
+    """
 
-
-def register_identity_type(cls: type) -> None:
-    """Keep instances of ``cls`` as themselves when values are copied."""
-    global _by_identity  # noqa: PLW0603 -- a registry filled at import time
-    _by_identity = (*_by_identity, cls)
+    __slots__ = ()
 
 
-class _Pickler(ray.cloudpickle.CloudPickler):  # type: ignore[misc]  # untyped base
+class _Pickler(_ray_compat.CloudPickler):  # type: ignore[misc]  # untyped base
     def __init__(self, file: io.BytesIO, table: dict[int, Any]) -> None:
         super().__init__(file, protocol=5)
         self._table = table
 
     def persistent_id(self, obj: Any) -> int | None:
-        if _by_identity and isinstance(obj, _by_identity):
+        if isinstance(obj, InProcess):
             self._table[id(obj)] = obj
             return id(obj)
         return None
@@ -167,9 +172,6 @@ def copy_value(value: Any) -> Any:
     return _loads(_dumps(value))
 
 
-# --- building refs ----------------------------------------------------------------------
-
-
 def task_error(exc: BaseException, function: str) -> RayTaskError:
     """The ``RayTaskError`` Ray would deliver for ``exc`` raised in ``function``."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -186,7 +188,7 @@ def value_ref(value: Any, copy: bool, function: str) -> Any:
     """
     if ray.is_initialized():
         try:
-            return _original["put"](value)
+            return RAY["put"](value)
         except Exception as exc:
             return error_ref(exc, function)
     if not copy:
@@ -209,7 +211,7 @@ def error_ref(exc: BaseException, function: str) -> Any:
     if ray.is_initialized():
         # Ray stores a RayTaskError as a task error: ray.get raises it, here and in
         # every task that receives the ref.
-        return _original["put"](error)
+        return RAY["put"](error)
     return LocalRef(error=error)
 
 
@@ -222,118 +224,5 @@ def resolve_argument(arg: Any) -> Any:
     if isinstance(arg, LocalRef):
         return arg._get()
     if isinstance(arg, ray.ObjectRef):
-        return _original["get"](arg)
+        return RAY["get"](arg)
     return arg
-
-
-# --- ray.* hooks ------------------------------------------------------------------------
-
-_original: dict[str, Callable[..., Any]] = {
-    "get": ray.get,
-    "wait": ray.wait,
-    "put": ray.put,
-    "kill": ray.kill,
-    "get_actor": ray.get_actor,
-}
-_hooks_lock = threading.Lock()
-_hooks_installed = False
-
-# Set by the local-mode module: (is local mode on here?, kill, get_actor) for actors.
-local_put_enabled: Callable[[], bool] = lambda: False  # noqa: E731 -- replaced at import
-local_kill: Callable[[Any], bool] = lambda handle: False  # noqa: E731
-local_get_actor: Callable[[str, str | None], Any] = lambda name, namespace: None  # noqa: E731
-
-
-def _get(object_refs: Any, *args: Any, **kwargs: Any) -> Any:
-    if isinstance(object_refs, LocalRef):
-        return object_refs._get()
-    if isinstance(object_refs, list | tuple) and any(
-        isinstance(ref, LocalRef) for ref in object_refs
-    ):
-        real = [ref for ref in object_refs if not isinstance(ref, LocalRef)]
-        fetched = iter(_original["get"](real, *args, **kwargs) if real else [])
-        return [ref._get() if isinstance(ref, LocalRef) else next(fetched) for ref in object_refs]
-    return _original["get"](object_refs, *args, **kwargs)
-
-
-def _wait(object_refs: Any, *args: Any, **kwargs: Any) -> Any:
-    if not isinstance(object_refs, list | tuple) or not any(
-        isinstance(ref, LocalRef) for ref in object_refs
-    ):
-        return _original["wait"](object_refs, *args, **kwargs)
-    num_returns = kwargs.get("num_returns", args[0] if args else 1)
-    if num_returns > len(object_refs):
-        msg = "num_returns cannot be greater than the number of objects provided to ray.wait."
-        raise ValueError(msg)
-    # Local calls finished when they were submitted: local refs are always ready.
-    ready = [ref for ref in object_refs if isinstance(ref, LocalRef)][:num_returns]
-    real = [ref for ref in object_refs if not isinstance(ref, LocalRef)]
-    if len(ready) < num_returns and real:
-        more, _ = _original["wait"](
-            real,
-            num_returns=num_returns - len(ready),
-            timeout=kwargs.get("timeout"),
-            fetch_local=kwargs.get("fetch_local", True),
-        )
-        ready += more
-    chosen = {id(ref) for ref in ready}
-    return (
-        [ref for ref in object_refs if id(ref) in chosen],
-        [ref for ref in object_refs if id(ref) not in chosen],
-    )
-
-
-def _put(value: Any, *args: Any, **kwargs: Any) -> Any:
-    if not ray.is_initialized() and local_put_enabled():
-        return value_ref(value, copy=True, function="ray.put")
-    return _original["put"](value, *args, **kwargs)
-
-
-def _kill(actor: Any, *args: Any, **kwargs: Any) -> Any:
-    if local_kill(actor):
-        return None
-    return _original["kill"](actor, *args, **kwargs)
-
-
-def _get_actor(name: str, namespace: str | None = None, *args: Any, **kwargs: Any) -> Any:
-    handle = local_get_actor(name, namespace)
-    if handle is not None:
-        return handle
-    if not ray.is_initialized():
-        msg = (
-            f"Failed to look up actor with name {name!r}: no local actor has that name, "
-            "and Ray is not initialized."
-        )
-        raise ValueError(msg)
-    return _original["get_actor"](name, namespace, *args, **kwargs)
-
-
-_hooks = {"get": _get, "wait": _wait, "put": _put, "kill": _kill, "get_actor": _get_actor}
-
-
-def install_ray_hooks() -> None:
-    """Wrap ``ray.get/wait/put/kill/get_actor`` so they understand local objects (once).
-
-    The wrappers keep the name, docs and signature of Ray's functions and pass anything
-    that is not local straight to them.
-    """
-    global _hooks_installed  # noqa: PLW0603 -- installed once per process
-    with _hooks_lock:
-        if _hooks_installed:
-            return
-        for name, hook in _hooks.items():
-            original = _original[name]
-            if getattr(ray, name) is not original:
-                continue  # someone else wrapped it: leave theirs alone
-            setattr(ray, name, functools.wraps(original)(hook))
-        _hooks_installed = True
-
-
-def uninstall_ray_hooks() -> None:
-    """Put Ray's own functions back (for tests)."""
-    global _hooks_installed  # noqa: PLW0603 -- see install_ray_hooks
-    with _hooks_lock:
-        for name, original in _original.items():
-            if getattr(getattr(ray, name), "__wrapped__", None) is original:
-                setattr(ray, name, original)
-        _hooks_installed = False

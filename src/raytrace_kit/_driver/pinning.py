@@ -1,0 +1,144 @@
+"""``pin=``: node affinity, and the runner actor that runs all calls of a pinned function.
+
+A pinned function's calls all run in one actor process (the "runner", see
+:mod:`raytrace_kit._worker.runner`), created lazily on the first call with the function's
+resources, one call at a time in submission order, so a debugger or profiler can stay
+attached to it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from raytrace_kit import _process
+from raytrace_kit._options import CallSpec, DebugOptions, Pin
+from raytrace_kit._worker.runner import PinnedRunner
+from raytrace_kit._worker.stacks import DEBUG_GROUP
+from raytrace_kit.exceptions import NodeNotFoundError
+
+__all__ = [
+    "RunnerSlot",
+    "call_options",
+    "check_node",
+    "node_affinity",
+    "runner_options",
+]
+
+
+def node_affinity(node_id: str) -> NodeAffinitySchedulingStrategy:
+    """Hard node affinity: the call or actor runs on that node or not at all."""
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+def check_node(node_id: str) -> None:
+    """Fail at submission if ``node_id`` is not a live node of the cluster.
+
+    Raises:
+        NodeNotFoundError: The node does not exist or is dead; the message lists the
+            live ones.
+    """
+    nodes = ray.nodes()
+    alive = [n["NodeID"] for n in nodes if n.get("Alive")]
+    if node_id in alive:
+        return
+    state = "is dead" if any(n["NodeID"] == node_id for n in nodes) else "does not exist"
+    msg = (
+        f"cannot pin to node {node_id}: it {state} in this cluster. "
+        f"Live nodes: {', '.join(alive) or 'none'}."
+    )
+    raise NodeNotFoundError(msg)
+
+
+# Task options that also make sense for the runner actor (its resources and placement).
+_RUNNER_OPTIONS = (
+    "num_cpus",
+    "num_gpus",
+    "resources",
+    "memory",
+    "accelerator_type",
+    "runtime_env",
+    "scheduling_strategy",
+    "label_selector",
+)
+
+
+def runner_options(task_options: dict[str, Any], pin: Pin) -> dict[str, Any]:
+    """Actor options for the runner of a function with these task options."""
+    options = {k: task_options[k] for k in _RUNNER_OPTIONS if task_options.get(k) is not None}
+    options.setdefault("num_cpus", 1)  # what a task reserves by default, kept for fidelity
+    if pin.node_id is not None:
+        options["scheduling_strategy"] = node_affinity(pin.node_id)
+    retries = task_options.get("max_retries")
+    options["max_restarts"] = -1  # a crashed runner comes back; retries bound the calls
+    options["max_task_retries"] = 3 if retries is None else retries
+    options["concurrency_groups"] = {DEBUG_GROUP: 1}
+    return options
+
+
+def call_options(task_options: dict[str, Any], generator: bool) -> dict[str, Any]:
+    """Per-call options for a runner method, from the function's task options."""
+    options: dict[str, Any] = {}
+    num_returns = task_options.get("num_returns")
+    if num_returns is not None:
+        options["num_returns"] = num_returns
+    elif generator:
+        options["num_returns"] = "streaming"
+    if task_options.get("retry_exceptions") is not None:
+        options["retry_exceptions"] = task_options["retry_exceptions"]
+    return options
+
+
+class RunnerSlot:
+    """The runner of one pinned function, per Ray connection, and the specs it knows.
+
+    Shared by every proxy derived from one decorated function. Specs are registered once
+    each and named by a small key in every call, so a call does not pickle its settings.
+    """
+
+    __slots__ = ("_lock", "runner", "specs")
+
+    def __init__(self) -> None:
+        # (the identity of the Ray connection it belongs to, the runner's handle)
+        self.runner: tuple[_process.ProcessIdentity, Any] | None = None
+        self.specs: dict[DebugOptions, int] = {}
+        self._lock = threading.Lock()
+
+    def handle(self, python_function: Any, task_options: dict[str, Any], pin: Pin) -> Any:
+        """The runner's handle, created on first use for this Ray connection."""
+        identity = _process.process_identity()
+        cached = self.runner
+        if cached is not None and cached[0] is identity:
+            return cached[1]  # the common case, without the lock
+        with self._lock:
+            cached = self.runner
+            if cached is not None and cached[0] is identity:
+                return cached[1]
+            runner_class = ray.remote(**runner_options(task_options, pin))(PinnedRunner)
+            handle = runner_class.remote(python_function)
+            self.runner = (identity, handle)
+            self.specs = {}
+            return handle
+
+    def spec_key(self, handle: Any, spec: CallSpec) -> int:
+        """The key of ``spec`` on the runner, registering it on first use."""
+        key = self.specs.get(spec.options)
+        if key is None:
+            with self._lock:
+                key = self.specs.get(spec.options)
+                if key is None:
+                    key = len(self.specs)
+                    # Same actor, default group: registered before the calls that use it.
+                    handle.register.remote(key, spec)
+                    self.specs[spec.options] = key
+        return key
+
+    def end(self) -> None:
+        """Kill the runner (if this connection has one); the next call starts a new one."""
+        with self._lock:
+            cached, self.runner = self.runner, None
+        if cached is not None and cached[0] is _process.process_identity():
+            ray.kill(cached[1])

@@ -1,0 +1,164 @@
+"""Running one local call: arguments prepared as Ray would, the boundary, refs of the outcome.
+
+Arguments and results go through Ray's serializer (a copy, unless ``copy=False``), refs
+passed as top-level arguments are resolved, and failures surface at ``ray.get`` as the
+``RayTaskError`` Ray would raise.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pdb
+from collections.abc import Callable
+from typing import Any
+
+from ray.exceptions import RayTaskError
+
+from raytrace_kit._local import mode, refs
+from raytrace_kit._local.mode import LocalConfig
+from raytrace_kit._options import CallSpec
+from raytrace_kit._worker.boundary import Boundary
+
+__all__ = ["execute_call", "is_generator", "prepare_arguments", "run"]
+
+
+class _Outcome:
+    """What a local call produced: a value (or generator items) and/or an exception."""
+
+    __slots__ = ("error", "items", "value")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.items: list[Any] | None = None
+        self.error: BaseException | None = None
+
+
+def prepare_arguments(
+    args: tuple[Any, ...], kwargs: dict[str, Any], config: LocalConfig, function: str
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Resolve top-level refs and copy, as Ray does on submission.
+
+    Raises:
+        TypeError: An argument cannot be serialized (raised at ``.remote()``, as in Ray).
+        RayTaskError: An argument is the ref of a failed call.
+    """
+    args = tuple(refs.resolve_argument(a) for a in args)
+    kwargs = {k: refs.resolve_argument(v) for k, v in kwargs.items()}
+    if not config.copy:
+        return args, kwargs
+    try:
+        return refs.copy_value((args, kwargs))  # type: ignore[no-any-return]
+    except Exception as exc:
+        bad = next((a for a in (*args, *kwargs.values()) if not _copyable(a)), None)
+        msg = (
+            f"Could not serialize the argument {bad!r} for a task or actor {function} "
+            f"(local mode copies arguments as Ray serializes them): {exc}"
+        )
+        raise TypeError(msg) from exc
+
+
+def _copyable(value: Any) -> bool:
+    try:
+        refs.copy_value(value)
+    except Exception:
+        return False
+    return True
+
+
+def execute_call(
+    spec: CallSpec,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    config: LocalConfig,
+    *,
+    owner: int | None = None,
+    actor_id: str | None = None,
+    generator: bool = False,
+) -> _Outcome:
+    """Run one call in this thread, inside the instrumentation boundary."""
+    outcome = _Outcome()
+    token = mode.OVERRIDE.set(config)  # calls made from inside run locally too
+    try:
+        with Boundary(spec, owner, mode="local", actor_id=actor_id):
+            result = fn(*args, **kwargs)
+            if generator and inspect.isgenerator(result):
+                outcome.items = []
+                for item in result:  # run to completion: calls are synchronous
+                    outcome.items.append(item)
+            else:
+                outcome.value = result
+    except Exception as exc:
+        outcome.error = exc
+        if config.post_mortem or spec.options.post_mortem:
+            pdb.post_mortem(exc.__traceback__)
+    finally:
+        mode.OVERRIDE.reset(token)
+    return outcome
+
+
+def _package(outcome: _Outcome, num_returns: Any, copy: bool, function: str) -> Any:
+    """Turn an outcome into what ``.remote()`` returns in Ray for these ``num_returns``."""
+    if outcome.items is not None and num_returns in (None, "streaming"):
+        made = [refs.value_ref(item, copy, function) for item in outcome.items]
+        if outcome.error is not None:
+            made.append(refs.error_ref(outcome.error, function))
+        return refs.LocalRefGenerator(made)
+    if num_returns == "dynamic":
+        if outcome.error is not None:
+            return refs.error_ref(outcome.error, function)
+        produced = outcome.items if outcome.items is not None else list(outcome.value)
+        inner = refs.LocalRefGenerator([refs.value_ref(v, copy, function) for v in produced])
+        return refs.value_ref(inner, False, function)
+    count = 1 if num_returns is None else int(num_returns)
+    error = outcome.error
+    value = outcome.items if outcome.items is not None else outcome.value
+    values: list[Any] = [value]
+    if error is None and count != 1:
+        values = list(value) if count else []
+        if len(values) != count:
+            error = ValueError(f"Task returned {len(values)} objects, but num_returns={count}.")
+    if count == 0:
+        return None
+    if error is not None:
+        made = [refs.error_ref(error, function) for _ in range(count)]
+    else:
+        made = [refs.value_ref(v, copy, function) for v in values]
+    return made[0] if count == 1 else made
+
+
+def run(
+    spec: CallSpec,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    config: LocalConfig,
+    num_returns: Any,
+    instance: Any = None,
+    actor_id: str | None = None,
+    generator: bool,
+) -> Any:
+    owner = None
+    try:
+        args, kwargs = prepare_arguments(args, kwargs, config, spec.function)
+        if actor_id is not None:  # the actor itself is not an argument: never copied
+            args, owner = (instance, *args), id(instance)
+    except RayTaskError as failed_dependency:
+        outcome = _Outcome()
+        outcome.error = failed_dependency
+    else:
+        outcome = execute_call(
+            spec, fn, args, kwargs, config, owner=owner, actor_id=actor_id, generator=generator
+        )
+    if isinstance(outcome.error, RayTaskError):
+        ref = refs.error_ref(outcome.error, spec.function)
+        count = 1 if num_returns in (None, "streaming", "dynamic") else int(num_returns)
+        return ref if count == 1 else [ref] * count
+    return _package(outcome, num_returns, config.copy, spec.function)
+
+
+def is_generator(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` (or the async method it runs) is a generator function."""
+    original = getattr(fn, "__raytrace_method__", fn)
+    return inspect.isgeneratorfunction(original) or inspect.isasyncgenfunction(original)

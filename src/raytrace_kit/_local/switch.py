@@ -1,0 +1,80 @@
+"""The public switches of local mode: ``local_mode()``, ``set_local_mode()``, ``is_local_mode()``.
+
+``RAYTRACE_LOCAL_MODE=1`` in the environment turns local mode on for the whole process at
+import.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from raytrace_kit import _process
+from raytrace_kit._local import mode
+from raytrace_kit._local.hooks import activate
+from raytrace_kit._local.mode import LocalConfig, is_local_mode
+from raytrace_kit.exceptions import UsageError
+
+__all__ = ["ENV_LOCAL_MODE", "activate", "is_local_mode", "local_mode", "set_local_mode"]
+
+ENV_LOCAL_MODE = "RAYTRACE_LOCAL_MODE"
+
+
+def set_local_mode(enabled: bool, *, copy: bool = True, post_mortem: bool = False) -> None:
+    """Turn local mode on or off for the whole process.
+
+    ``with local_mode():`` blocks take precedence inside them.
+
+    Args:
+        enabled: Run debuggable calls in this process.
+        copy: Copy arguments and results through Ray's serializer, as Ray does.
+        post_mortem: Open ``pdb.post_mortem`` when a local call raises.
+    """
+    if not isinstance(enabled, bool):
+        msg = (  # type: ignore[unreachable]  # untyped callers
+            f"set_local_mode() takes True or False, not {enabled!r}: "
+            "set_local_mode(True) turns local mode on, set_local_mode(False) off."
+        )
+        raise UsageError(msg)
+    if enabled:
+        activate()
+    _process.state.local_setting = LocalConfig(enabled=enabled, copy=copy, post_mortem=post_mortem)
+
+
+@contextmanager
+def local_mode(
+    enabled: bool = True, *, copy: bool = True, post_mortem: bool = False
+) -> Iterator[None]:
+    """Run every debuggable call made inside the block in this process.
+
+    Nothing else changes in the code inside: ``f.remote(x)``, ``ray.get``, ``ray.wait``,
+    ``ray.put``, actors, ``ray.get_actor`` and ``ray.kill`` work with or without
+    ``ray.init()``; without it, no cluster is started. Blocks nest and restore the previous
+    state on exit, also on exceptions. The setting belongs to the current thread or asyncio
+    task (a ``contextvars`` context): threads started inside the block do not inherit it;
+    use :func:`set_local_mode` for the whole process.
+
+    Args:
+        enabled: ``False`` turns local mode off inside the block.
+        copy: Copy arguments and results through Ray's serializer (the default), so a call
+            that mutates its argument does not change the caller's object and values Ray
+            cannot serialize fail as in Ray. ``False`` passes objects as they are: faster,
+            but a mutation is then visible to the caller.
+        post_mortem: Open ``pdb.post_mortem`` at the failing frame when a call raises.
+
+    Example:
+        >>> with local_mode():
+        ...     result = ray.get(transform.remote(data))  # runs here; breakpoint() works
+    """
+    if enabled:
+        activate()
+    token = mode.OVERRIDE.set(LocalConfig(enabled=enabled, copy=copy, post_mortem=post_mortem))
+    try:
+        yield
+    finally:
+        mode.OVERRIDE.reset(token)
+
+
+if os.environ.get(ENV_LOCAL_MODE, "").strip().lower() in {"1", "true", "yes", "on"}:
+    set_local_mode(True)

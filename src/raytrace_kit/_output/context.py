@@ -1,0 +1,105 @@
+"""The instrumented call running in this thread or coroutine (``CURRENT_CALL``)."""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from typing import Any
+
+from raytrace_kit import _process
+from raytrace_kit._output import schema
+
+__all__ = ["CURRENT_CALL", "ActiveCall"]
+
+
+class ActiveCall:
+    """The instrumented call running in this thread or coroutine.
+
+    Ray ids are captured by :meth:`capture` in the thread that runs the call: at once
+    when call events are written, otherwise on the first ``get_logger()`` event, so a
+    call with ``log=False`` pays only for this object.
+
+    Attributes:
+        owner: ``id()`` of the actor instance running the call, ``None`` for tasks.
+        started: ``time.perf_counter()`` at the start of the call.
+        fragment: The call's JSON members shared by ``call.start`` and ``call.end``.
+    """
+
+    __slots__ = (
+        "_fields",
+        "actor_id",
+        "attempt",
+        "call_id",
+        "fragment",
+        "identity",
+        "local_actor_id",
+        "mode",
+        "owner",
+        "spec_fields",
+        "spec_fragment",
+        "started",
+        "task_id",
+    )
+
+    def __init__(
+        self,
+        spec_fields: dict[str, str],
+        spec_fragment: str,
+        mode: str,
+        owner: int | None,
+        local_actor_id: str | None = None,
+    ) -> None:
+        self.local_actor_id = local_actor_id
+        self.spec_fields = spec_fields
+        self.spec_fragment = spec_fragment
+        self.mode = mode
+        self.owner = owner
+        self.started = time.perf_counter()
+        self.call_id: str | None = None
+        self.fragment = ""
+        self._fields: dict[str, Any] | None = None
+
+    def capture(self) -> None:
+        """Read the Ray ids of the running task and render the shared JSON members."""
+        self.call_id = _process.new_call_id()
+        identity = self.identity = _process.process_identity()
+        if self.mode != "local":  # "ray", or "pinned" (a Ray actor task)
+            self.task_id, self.actor_id, self.attempt = _process.call_ids()
+        else:  # local mode: no Ray task behind the call
+            self.task_id, self.actor_id, self.attempt = None, self.local_actor_id, 0
+        self.fragment = schema.call_members(
+            call_id=self.call_id,
+            spec_fragment=self.spec_fragment,
+            mode=self.mode,
+            task_id=self.task_id,
+            actor_id=self.actor_id,
+            identity=identity,
+            attempt=self.attempt,
+        )
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The call's fields as a dict (what ``get_logger()`` events carry)."""
+        if self._fields is None:
+            if self.call_id is None:
+                self.capture()
+            identity = self.identity
+            self._fields = {
+                "call_id": self.call_id,
+                **self.spec_fields,
+                "mode": self.mode,
+                "task_id": self.task_id,
+                "actor_id": self.actor_id,
+                "job_id": identity.job_id,
+                "node_id": identity.node_id,
+                "worker_id": identity.worker_id,
+                "pid": identity.pid,
+                "attempt": self.attempt,
+            }
+        return self._fields
+
+
+# The worker sets it around every call; get_logger() events pick the fields up from here.
+CURRENT_CALL: contextvars.ContextVar[ActiveCall | None] = contextvars.ContextVar(
+    "raytrace_kit_current_call", default=None
+)

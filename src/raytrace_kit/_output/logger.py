@@ -1,0 +1,112 @@
+"""``get_logger()``: the user's structlog events, rendered and written as the kit's own.
+
+The logger has its own processor chain: it neither reads nor changes
+``structlog.configure()`` or the ``logging`` configuration of the program.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import MutableMapping
+from typing import Any
+
+import structlog
+from structlog.typing import FilteringBoundLogger, Processor, WrappedLogger
+
+from raytrace_kit import _process
+from raytrace_kit._output import schema, writer
+from raytrace_kit._output.context import CURRENT_CALL
+
+__all__ = ["get_logger"]
+
+
+# --- processors (structlog's protocol: (logger, method_name, event_dict) -> event_dict) ---
+
+
+def _add_context(
+    _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Add the current call's fields, or this process's ids outside of calls."""
+    call = CURRENT_CALL.get()
+    if call is None:
+        identity = _process.process_identity()
+        context: dict[str, Any] = {
+            "job_id": identity.job_id,
+            "node_id": identity.node_id,
+            "worker_id": identity.worker_id,
+            "pid": identity.pid,
+        }
+    else:
+        context = dict(call.fields)
+    context.update(event_dict)  # what the user bound or passed wins
+    return context
+
+
+def _add_level(
+    _logger: WrappedLogger, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    if "level" not in event_dict:
+        event_dict["level"] = "warning" if method == "warn" else method
+    return event_dict
+
+
+def _add_timestamp(
+    _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    event_dict["timestamp"] = schema.now()
+    return event_dict
+
+
+def _to_json_line(
+    _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
+) -> bytes:
+    return schema.event_line(event_dict)
+
+
+_PROCESSORS: tuple[Processor, ...] = (
+    _add_context,
+    _add_level,
+    _add_timestamp,
+    structlog.processors.format_exc_info,
+    _to_json_line,
+)
+
+
+class _FileSink:
+    """The logger at the end of our structlog chain: writes rendered lines to the file."""
+
+    def msg(self, line: bytes) -> None:
+        writer.write_line(line)
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
+
+
+_SINK = _FileSink()
+# Typed Any: structlog types the class it returns as the FilteringBoundLogger protocol,
+# whose constructor takes no arguments.
+_BoundLogger: Any = structlog.make_filtering_bound_logger(logging.NOTSET)
+
+
+def get_logger(**bound: Any) -> FilteringBoundLogger:
+    """Return a structlog logger whose events land in raytrace_kit's event files.
+
+    Inside an instrumented call, every event carries that call's fields (``call_id``,
+    ``function``, ``task_id``, ``actor_id``, ...) and goes to the file of the worker that
+    runs it. Elsewhere (the driver, a notebook) events carry this process's Ray ids and go
+    to this process's file in :func:`raytrace_kit.log_dir`.
+
+    The logger uses its own processor chain: it neither reads nor changes
+    ``structlog.configure()`` or the ``logging`` configuration of the program.
+
+    Args:
+        **bound: Key-value pairs added to every event of this logger.
+
+    Returns:
+        A structlog bound logger (``info``, ``warning``, ``error``, ``exception``, ``bind``...).
+
+    Example:
+        >>> log = get_logger(stage="load")
+        >>> log.info("batch.loaded", rows=128)
+    """
+    logger: FilteringBoundLogger = _BoundLogger(_SINK, list(_PROCESSORS), {})
+    return logger.bind(**bound) if bound else logger

@@ -1,0 +1,195 @@
+"""The event schema: every field of every event the kit writes is rendered here, and only here.
+
+One event is one JSON object on one line. Every event starts with ``timestamp`` (ISO 8601,
+UTC, microseconds, fixed width so that timestamps sort as strings), ``level`` and
+``event``. The events and their own fields (docs/events.md says what each means):
+
+- ``call.start``: :func:`call_members` (``call_id``, ``function``, ``kind``, ``mode``,
+  ``task_id``, ``actor_id``, ``job_id``, ``node_id``, ``worker_id``, ``pid``, ``attempt``).
+- ``call.end``: the same, then :func:`end_members` (``duration_s``, ``status``,
+  ``error_type`` and ``error`` on failure, ``rss_bytes``, ``rss_minus_shr_bytes``,
+  ``max_rss_bytes``), then :func:`profile_members` for profiled calls (``profile_path``,
+  ``profile_block``, ``profile_scope``).
+- ``serialization.fail``: :func:`serialization_fields` (``function``, ``target``,
+  ``context``, ``failures``: name, path, scope, type of each; never values).
+- ``profile.skipped``: ``function``, ``profiler``, ``reason``.
+- ``debugger.listening`` / ``debugger.attached`` / ``debugger.unavailable``:
+  ``debugger``, ``host``, ``port`` (and ``reason``).
+- ``instrumentation.error`` (to stderr, see :func:`failure_record`): ``what``,
+  ``error_type``, ``error``, ``pid``.
+- the user's ``get_logger()`` events: the fields of the running call (or of this
+  process outside calls), then whatever the user bound or passed.
+
+The call events are the hot path: their members are rendered from f-strings, with the
+parts fixed for a callable or a process rendered once. Other events go through
+:func:`event_line`, a JSON encoder that never fails (unknown values are ``repr``'d).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from raytrace_kit import _process
+
+if TYPE_CHECKING:
+    from raytrace_kit._process import ProcessIdentity
+
+__all__ = [
+    "FIRST_KEYS",
+    "call_line",
+    "call_members",
+    "end_members",
+    "event_line",
+    "failure_record",
+    "members",
+    "now",
+    "profile_members",
+    "serialization_fields",
+]
+
+FIRST_KEYS = ("timestamp", "level", "event")
+ERROR_CHARS = 2000  # enough for any useful message; bounds one runaway str(exc)
+
+# One encoder for the process: json.dumps() with options builds a new one per call.
+_ENCODER = json.JSONEncoder(default=repr, ensure_ascii=False, separators=(",", ":"))
+
+
+def now() -> str:
+    """ISO 8601 UTC with microseconds, fixed width, so timestamps sort as strings.
+
+    Equal to ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``; the
+    date-time part is formatted once per second (this runs twice per call).
+    """
+    state = _process.state
+    current = time.time()
+    second = int(current)
+    clock = state.clock
+    if clock[0] != second:
+        text = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        clock = state.clock = (second, text)
+    return f"{clock[1]}.{int((current - second) * 1e6):06d}+00:00"
+
+
+def members(fields: Mapping[str, Any]) -> str:
+    """Render ``fields`` as JSON object members (no braces), to splice into a line."""
+    return _ENCODER.encode(fields)[1:-1]
+
+
+def _quoted(value: str | None) -> str:
+    return "null" if value is None else f'"{value}"'
+
+
+def _identity_members(identity: ProcessIdentity) -> str:
+    state = _process.state
+    cached = state.identity_members
+    if cached is not None and cached[0] is identity:
+        return cached[1]
+    rendered = (
+        f'"job_id":{_quoted(identity.job_id)},"node_id":{_quoted(identity.node_id)},'
+        f'"worker_id":{_quoted(identity.worker_id)},"pid":{identity.pid}'
+    )
+    state.identity_members = (identity, rendered)
+    return rendered
+
+
+def call_members(
+    *,
+    call_id: str,
+    spec_fragment: str,
+    mode: str,
+    task_id: str | None,
+    actor_id: str | None,
+    identity: ProcessIdentity,
+    attempt: int | None,
+) -> str:
+    """The members ``call.start`` and ``call.end`` of one call share (rendered once a call).
+
+    ``spec_fragment`` is :func:`members` of ``{"function", "kind"}``, rendered on the
+    driver. Ids are hex strings and numbers: safe to place in JSON without escaping.
+    """
+    return (
+        f'"call_id":"{call_id}",{spec_fragment},"mode":"{mode}",'
+        f'"task_id":{_quoted(task_id)},"actor_id":{_quoted(actor_id)},'
+        f"{_identity_members(identity)},"
+        f'"attempt":{"null" if attempt is None else int(attempt)}'
+    )
+
+
+def _number(value: int | None) -> str:
+    return "null" if value is None else str(value)
+
+
+def end_members(duration_s: float, error: BaseException | None) -> str:
+    """``call.end``'s own members, starting with a comma: outcome and memory figures."""
+    if error is None:
+        status = '"status":"ok"'
+    else:
+        status = members(
+            {
+                "status": "error",
+                "error_type": type(error).__name__,
+                "error": str(error)[:ERROR_CHARS],
+            }
+        )
+    rss, private, max_rss = _process.memory_figures()
+    return (
+        f',"duration_s":{duration_s:.6f},{status},"rss_bytes":{_number(rss)},'
+        f'"rss_minus_shr_bytes":{_number(private)},"max_rss_bytes":{_number(max_rss)}'
+    )
+
+
+def profile_members(path: os.PathLike[str] | str, block: str | None, scope: str | None) -> str:
+    """The members a profiled call's ``call.end`` adds, starting with a comma."""
+    fields: dict[str, Any] = {"profile_path": str(path)}
+    if block:
+        fields["profile_block"] = block
+    if scope:
+        fields["profile_scope"] = scope
+    return "," + members(fields)
+
+
+def call_line(event: str, level: str, call_fragment: str, tail: str = "") -> bytes:
+    """One ``call.start``/``call.end`` line: same shape and order as :func:`event_line`."""
+    line = f'{{"timestamp":"{now()}","level":"{level}","event":"{event}",{call_fragment}{tail}}}\n'
+    return line.encode("utf-8", "backslashreplace")
+
+
+def event_line(fields: Mapping[str, Any]) -> bytes:
+    """Any other event as one line: the first keys first, then the rest in their order."""
+    ordered = {key: fields.get(key) for key in FIRST_KEYS}
+    ordered.update((k, v) for k, v in fields.items() if k not in ordered)
+    return _ENCODER.encode(ordered).encode("utf-8", "backslashreplace") + b"\n"
+
+
+def serialization_fields(
+    function: str, target: str, context: str, failures: list[tuple[str, tuple[str, ...], str, str]]
+) -> dict[str, Any]:
+    """The fields of ``serialization.fail``: each failure's name, path, scope and type."""
+    return {
+        "function": function,
+        "target": target,
+        "context": context,
+        "failures": [
+            {"name": name, "path": list(path), "scope": scope, "type_name": type_name}
+            for name, path, scope, type_name in failures
+        ],
+    }
+
+
+def failure_record(what: str, error: BaseException) -> str:
+    """The ``instrumentation.error`` line written to stderr when events cannot be written."""
+    record = {
+        "timestamp": now(),
+        "level": "warning",
+        "event": "instrumentation.error",
+        "what": what,
+        "error_type": type(error).__name__,
+        "error": str(error),
+        "pid": os.getpid(),
+    }
+    return json.dumps(record) + "\n"

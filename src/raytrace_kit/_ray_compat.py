@@ -1,0 +1,92 @@
+"""Every use of Ray's private API, in one place: a Ray upgrade is this one file to check.
+
+Each function says which private member it reads and why no public one does the job.
+Everything else in the package uses Ray's public API only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ray
+import ray.cloudpickle
+from ray.actor import ActorClass
+from ray.remote_function import RemoteFunction
+
+__all__ = [
+    "ActorClass",
+    "CloudPickler",
+    "RemoteFunction",
+    "connection_key",
+    "current_actor_id",
+    "current_attempt",
+    "current_task_id",
+    "default_options_of",
+    "is_worker_process",
+    "python_class_of",
+    "python_function_of",
+]
+
+# Ray's pickler, subclassed by local mode to keep in-process objects as themselves.
+CloudPickler: Any = ray.cloudpickle.CloudPickler
+
+
+def _global_worker() -> Any:
+    return ray._private.worker.global_worker
+
+
+def connection_key(pid: int) -> tuple[object, ...] | None:
+    """What identifies this process's current Ray connection, or ``None`` if not connected.
+
+    The session name and core worker change with every ``ray.init()``; no public getter
+    tells a driver that it has reconnected (``ray.is_initialized()`` is only a bool).
+    """
+    worker = _global_worker()
+    if not worker.connected:
+        return None
+    return (pid, worker.node.session_name, id(worker.core_worker))
+
+
+def is_worker_process() -> bool:
+    """Whether this process is a Ray worker (not a driver): the mode has no public getter."""
+    return bool(_global_worker().mode == ray.WORKER_MODE)
+
+
+def current_task_id() -> str | None:
+    """The id of the task running in this thread, in hex (``None`` outside tasks).
+
+    ``ray.get_runtime_context().get_task_id()`` gives the same id but builds a context
+    object each time; this runs on every instrumented call.
+    """
+    task = _global_worker().current_task_id
+    return None if task.is_nil() else task.hex()
+
+
+def current_actor_id() -> str | None:
+    """The id of the actor this process hosts, in hex (``None`` if none), as above."""
+    actor = _global_worker().actor_id
+    return None if actor.is_nil() else actor.hex()
+
+
+def current_attempt() -> int:
+    """The attempt number of the running task (0 first, 1 for the first retry...).
+
+    No public getter exists.
+    """
+    return int(_global_worker().core_worker.get_current_task_attempt_number())
+
+
+def python_function_of(remote_function: Any) -> Callable[..., Any]:
+    """The Python function a ``RemoteFunction`` was made from (``_function``)."""
+    return remote_function._function  # type: ignore[no-any-return]
+
+
+def python_class_of(actor_class: Any) -> type:
+    """The user's class an ``ActorClass`` was made from (through its metadata)."""
+    return actor_class.__ray_metadata__.modified_class.__ray_actor_class__  # type: ignore[no-any-return]
+
+
+def default_options_of(remote: Any) -> dict[str, Any]:
+    """The options a ``RemoteFunction`` or ``ActorClass`` was declared with (a copy)."""
+    return dict(remote._default_options)

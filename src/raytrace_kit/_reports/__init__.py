@@ -1,0 +1,4 @@
+"""Reading what the kit wrote: events and profiles (later: sessions, reports, timelines).
+
+Never imported by worker-side or output modules.
+"""

@@ -1,0 +1,174 @@
+"""The verdict of a serializability check: failures, their fixes, the error and its event."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Literal, NoReturn
+
+from raytrace_kit._output import schema, writer
+from raytrace_kit.exceptions import NotSerializableError
+
+__all__ = [
+    "Scope",
+    "SerializationFailure",
+    "SerializationReport",
+    "error_message",
+    "fix_for",
+    "reject",
+]
+
+Scope = Literal["global", "nonlocal", "attribute", "item", "argument", "return"]
+
+
+@dataclass(frozen=True, slots=True)
+class SerializationFailure:
+    """One value that Ray cannot serialize.
+
+    Attributes:
+        name: How to reach it from its parent, e.g. ``pool``, ``config['pool']``,
+            ``handlers[2]``, ``self.lock``.
+        path: The names from the checked object down to it, e.g.
+            ``('special_business', 'pool')``.
+        scope: Where the reference lives: ``global``, ``nonlocal`` (captured from an
+            enclosing function), ``attribute``, ``item`` (inside a container),
+            ``argument`` or ``return``.
+        type_name: The type of the value, e.g. ``multiprocessing.pool.Pool``.
+        error: What the serializer said.
+    """
+
+    name: str
+    path: tuple[str, ...]
+    scope: Scope
+    type_name: str
+    error: str
+
+    @property
+    def dotted_path(self) -> str:
+        """The path as one expression: ``process.config['pool']``."""
+        text = ""
+        for part in self.path:
+            text += part if part.startswith("[") or not text else f".{part}"
+        return text
+
+    @property
+    def fix(self) -> str:
+        """A fix that fits the scope."""
+        return fix_for(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SerializationReport:
+    """The verdict of :func:`check_serializable` on one object.
+
+    Attributes:
+        target: What was checked (its name).
+        ok: Whether Ray can serialize it.
+        failures: Every value found that Ray cannot serialize (empty when ``ok``).
+        error: The serializer's message for the object as a whole, when not ``ok``.
+    """
+
+    target: str
+    ok: bool
+    failures: tuple[SerializationFailure, ...] = ()
+    error: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.target}: serializable"
+        lines = [f"{self.target}: NOT serializable ({self.error})"]
+        for failure in self.failures:
+            lines.append(f"└─ {failure.dotted_path}  [{failure.scope}] {failure.type_name}")
+            lines.append(f"     error: {failure.error}")
+            lines.append(f"     fix:   {failure.fix}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        title = html.escape(self.target)
+        if self.ok:
+            return f"<p><code>{title}</code>: serializable &#10003;</p>"
+        rows = "".join(
+            "<tr>"
+            f"<td><code>{html.escape(f.dotted_path)}</code></td>"
+            f"<td>{html.escape(f.scope)}</td>"
+            f"<td><code>{html.escape(f.type_name)}</code></td>"
+            f"<td>{html.escape(f.error)}</td>"
+            f"<td>{html.escape(f.fix)}</td>"
+            "</tr>"
+            for f in self.failures
+        )
+        return (
+            f"<p><code>{title}</code>: <b>not serializable</b> "
+            f"({html.escape(self.error)})</p>"
+            "<table><thead><tr><th>value</th><th>scope</th><th>type</th>"
+            f"<th>error</th><th>fix</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+
+    def raise_if_failed(self, context: str) -> None:
+        """Raise :class:`NotSerializableError` naming the culprits, if not ``ok``.
+
+        Raises:
+            NotSerializableError: The report has failures.
+        """
+        if not self.ok:
+            raise NotSerializableError(error_message(self, context), self)
+
+
+def fix_for(failure: SerializationFailure) -> str:
+    """A fix for one failure, phrased for where the value lives."""
+    name = failure.name
+    owner = failure.path[0] if failure.path else "the task"
+    if failure.scope == "global":
+        return (
+            f"'{name}' is a module global that {owner} uses: create it inside the function, "
+            "pass what it needs as an argument, or keep it in an actor and call the actor"
+        )
+    if failure.scope == "nonlocal":
+        return (
+            f"'{name}' is captured from an enclosing function: create it inside the remote "
+            "function, or pass it as an argument"
+        )
+    if failure.scope == "attribute":
+        return (
+            f"attribute '{name}' cannot travel: create it lazily in the worker, leave it out "
+            "of the pickled state (__getstate__/__reduce__), or keep the object in an actor"
+        )
+    if failure.scope == "item":
+        return (
+            f"element {failure.dotted_path} cannot travel: remove it from the container "
+            "and create it in the worker, or keep it in an actor"
+        )
+    if failure.scope == "argument":
+        return (
+            f"argument '{name}' cannot be sent to a worker: pass the data or settings needed "
+            "to build it (a path, a config) and build it inside the task or actor"
+        )
+    return "the return value cannot be sent back: return plain data (lists, dicts, arrays)"
+
+
+def error_message(report: SerializationReport, context: str) -> str:
+    """The message of a :class:`NotSerializableError` for ``report``."""
+    lines = [f"{context}: Ray cannot serialize {report.target} ({report.error})."]
+    for failure in report.failures:
+        lines.append(
+            f"  - {failure.dotted_path} [{failure.scope}, {failure.type_name}]: "
+            f"{failure.error}. Fix: {failure.fix}."
+        )
+    return "\n".join(lines)
+
+
+def reject(report: SerializationReport, context: str, function: str) -> NoReturn:
+    """Log a ``serialization.fail`` event, then raise :class:`NotSerializableError`.
+
+    The event names the culprits (name, path, scope, type), never their values.
+
+    Raises:
+        NotSerializableError: Always, carrying ``report``.
+    """
+    failures = [(f.name, f.path, str(f.scope), f.type_name) for f in report.failures]
+    fields = schema.serialization_fields(function, report.target, context, failures)
+    writer.emit("serialization.fail", "error", fields)
+    raise NotSerializableError(error_message(report, context), report)

@@ -1,0 +1,172 @@
+"""The one error boundary around each call, in the process that runs it.
+
+Entering a :class:`Boundary` makes the call current and writes ``call.start``; leaving it
+writes ``call.end`` with the outcome and memory figures. Instrumentation failures are
+caught here and reported; the user's call runs and its result or exception passes
+through untouched. Sync, generator, async and async-generator calls each have a runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
+from typing import Any, TypeVar
+
+from raytrace_kit._options import CallSpec
+from raytrace_kit._output import schema, writer
+from raytrace_kit._output.context import CURRENT_CALL, ActiveCall
+from raytrace_kit._serialization.report import reject
+from raytrace_kit._serialization.walk import check_serializable
+from raytrace_kit._worker import profilers
+
+__all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
+
+_T = TypeVar("_T")
+
+
+def _begin(spec: CallSpec, owner: int | None, mode: str, actor_id: str | None) -> ActiveCall | None:
+    try:
+        call = ActiveCall(spec.fields, spec.fragment, mode, owner, actor_id)
+        if spec.options.log:
+            call.capture()
+            writer.emit_call("call.start", "info", call)
+    except Exception as exc:
+        writer.report_failure("begin-call", "cannot instrument the call", exc)
+        return None
+    return call
+
+
+def _end(
+    spec: CallSpec, call: ActiveCall | None, exc: BaseException | None, extra: str = ""
+) -> None:
+    if call is None or not spec.options.log:
+        return
+    try:
+        tail = schema.end_members(time.perf_counter() - call.started, exc) + extra
+        writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
+    except Exception as exc2:
+        writer.report_failure("end-call", "cannot record the end of the call", exc2)
+
+
+class Boundary:
+    """The one error boundary around a call, usable in sync, generator and async code.
+
+    Entering captures the call and makes it current; leaving records how it ended and
+    restores the previous context. It never suppresses the user's exception.
+    """
+
+    __slots__ = ("actor_id", "call", "mode", "owner", "profile", "spec", "token")
+
+    def __init__(
+        self, spec: CallSpec, owner: int | None, *, mode: str = "ray", actor_id: str | None = None
+    ) -> None:
+        self.spec = spec
+        self.owner = owner
+        self.mode = mode
+        self.actor_id = actor_id
+
+    def __enter__(self) -> None:
+        self.call = call = _begin(self.spec, self.owner, self.mode, self.actor_id)
+        self.token = CURRENT_CALL.set(call)
+        self.profile = None
+        if self.spec.options.profile is not None and call is not None:
+            try:
+                self.profile = profilers.start_call(self.spec, call)
+            except Exception as exc:
+                writer.report_failure("profile", "cannot start the profiler", exc)
+
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
+        # A generator resumed from another context cannot reset there: the var belongs
+        # to that context and is discarded with it.
+        with contextlib.suppress(ValueError, RuntimeError):
+            CURRENT_CALL.reset(self.token)
+        tail = ""
+        if self.profile is not None:
+            try:
+                tail = self.profile.finish(exc)
+            except Exception as error:
+                writer.report_failure("profile-end", "cannot finish the profile", error)
+        _end(self.spec, self.call, exc, tail)
+
+
+def run(
+    spec: CallSpec,
+    fn: Callable[..., _T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    owner: int | None = None,
+    *,
+    mode: str = "ray",
+    actor_id: str | None = None,
+) -> _T:
+    """Run ``fn(*args, **kwargs)`` as one instrumented call.
+
+    ``mode`` is ``ray`` in a Ray worker (ids come from Ray) or ``local`` in local mode
+    (no Ray task; ``actor_id`` is the local actor's id, if any).
+    """
+    with Boundary(spec, owner, mode=mode, actor_id=actor_id):
+        result = fn(*args, **kwargs)
+        if spec.options.check == "always":
+            check_return(spec, result)
+        return result
+
+
+def run_generator(
+    spec: CallSpec,
+    fn: Callable[..., Generator[Any, Any, Any]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    owner: int | None = None,
+    *,
+    mode: str = "ray",
+    actor_id: str | None = None,
+) -> Generator[Any, Any, Any]:
+    """Run a generator function as one call that ends when the generator is exhausted."""
+    with Boundary(spec, owner, mode=mode, actor_id=actor_id):
+        return (yield from fn(*args, **kwargs))
+
+
+async def run_async(
+    spec: CallSpec,
+    fn: Callable[..., Coroutine[Any, Any, _T]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    owner: int | None = None,
+    *,
+    mode: str = "ray",
+    actor_id: str | None = None,
+) -> _T:
+    """Run a coroutine function as one call (each asyncio task has its own context)."""
+    with Boundary(spec, owner, mode=mode, actor_id=actor_id):
+        result = await fn(*args, **kwargs)
+        if spec.options.check == "always":
+            check_return(spec, result)
+        return result
+
+
+async def run_async_generator(
+    spec: CallSpec,
+    fn: Callable[..., AsyncIterator[Any]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    owner: int | None = None,
+    *,
+    mode: str = "ray",
+    actor_id: str | None = None,
+) -> AsyncIterator[Any]:
+    """Run an async generator function as one call."""
+    with Boundary(spec, owner, mode=mode, actor_id=actor_id):
+        async for item in fn(*args, **kwargs):
+            yield item
+
+
+def check_return(spec: CallSpec, value: Any) -> None:
+    """``check="always"``: fail the call, in the worker, if Ray cannot send ``value`` back.
+
+    Raises:
+        NotSerializableError: With the report; ``ray.get`` raises it on the driver.
+    """
+    report = check_serializable(value, name=f"the return value of {spec.function}", scope="return")
+    if not report.ok:
+        reject(report, "returning from the call", spec.function)

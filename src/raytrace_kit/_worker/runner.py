@@ -1,0 +1,79 @@
+"""The actor that runs every call of a pinned function, one at a time, in its own process."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from raytrace_kit import _process
+from raytrace_kit._options import CallSpec
+from raytrace_kit._worker import boundary
+from raytrace_kit._worker.stacks import ProcessStacks, in_debug_group, process_stacks
+
+__all__ = ["PinnedRunner", "PinnedWorker"]
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedWorker:
+    """Where a pinned function's process lives: attach py-spy, debugpy or an IDE to it.
+
+    Attributes:
+        node_id: The node, in hex.
+        node_ip: The node's IP address.
+        pid: The process id.
+        worker_id: Ray's worker id, in hex.
+        actor_id: The id of the actor that runs the calls, in hex.
+    """
+
+    node_id: str
+    node_ip: str
+    pid: int
+    worker_id: str
+    actor_id: str
+
+
+class PinnedRunner:
+    """The actor that runs every call of one pinned function, in its own process."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        # Specs are sent once each and named by a small key in every call, so a call does
+        # not pickle its settings: calls stay as cheap as a hand-written actor's.
+        self.specs: dict[int, CallSpec] = {}
+
+    def register(self, key: int, spec: CallSpec) -> None:
+        """Remember the spec of calls made with ``key`` (sent before them, in order)."""
+        self.specs[key] = spec
+
+    def call(self, _raytrace_spec: int, *args: Any, **kwargs: Any) -> Any:
+        """Run one call (Ray resolved the top-level refs in ``args`` already)."""
+        spec = self.specs[_raytrace_spec]
+        return boundary.run(spec, self.fn, args, kwargs, mode="pinned")
+
+    def call_generator(
+        self, _raytrace_spec: int, *args: Any, **kwargs: Any
+    ) -> Generator[Any, Any, Any]:
+        """Run one call of a generator function: a streaming generator, as a task's."""
+        spec = self.specs[_raytrace_spec]
+        for item in boundary.run_generator(spec, self.fn, args, kwargs, mode="pinned"):  # noqa: UP028 -- Ray sends into generators
+            yield item
+
+    @in_debug_group
+    def where(self) -> PinnedWorker:
+        """This process's location."""
+        ctx = ray.get_runtime_context()
+        return PinnedWorker(
+            node_id=ctx.get_node_id(),
+            node_ip=ray.util.get_node_ip_address(),
+            pid=_process.process_identity().pid,
+            worker_id=ctx.get_worker_id(),
+            actor_id=ctx.get_actor_id() or "",
+        )
+
+    @in_debug_group
+    def __raytrace_stacks__(self) -> ProcessStacks:
+        """The stacks of this process, even while a call is running."""
+        return process_stacks()
