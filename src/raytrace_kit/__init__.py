@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from raytrace_kit._driver.actor_class import DebuggableActorClass
 from raytrace_kit._driver.blocks import ProfileBlock, profile_cpu, profile_memory
 from raytrace_kit._driver.decorate import debuggable
-from raytrace_kit._driver.proxy import DebuggableActorClass, DebuggableFunction
+from raytrace_kit._driver.function import DebuggableFunction
 from raytrace_kit._driver.stacks import stacks
 from raytrace_kit._local.actors import LocalActorHandle
 from raytrace_kit._local.refs import LocalRef, LocalRefGenerator

@@ -131,7 +131,9 @@ def _after_fork_in_child() -> None:
         state.local_setting,
         state.local_active,
     )
+    fallback_dir = state.fallback_dir
     state.clear()
+    state.fallback_dir = fallback_dir  # the child belongs to the parent's session
     for writer in writers:
         writer.forget()
     if statm is not None:

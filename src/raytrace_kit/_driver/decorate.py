@@ -10,7 +10,9 @@ import ray
 from typing_extensions import ParamSpec, Unpack
 
 from raytrace_kit import _ray_compat
-from raytrace_kit._driver.proxy import Debuggable, DebuggableActorClass, DebuggableFunction
+from raytrace_kit._driver.actor_class import DebuggableActorClass
+from raytrace_kit._driver.function import DebuggableFunction
+from raytrace_kit._driver.proxy import Debuggable
 from raytrace_kit._options import DebugOptions, KitOptions
 from raytrace_kit.exceptions import InvalidTargetError
 

@@ -1,4 +1,4 @@
-"""The debuggable proxies and their ``.remote``/``.options``/``.with_debug``/``.bind``.
+"""The machinery both debuggable proxies share: ``.remote``/``.options``/``.with_debug``/``.bind``.
 
 A proxy wraps the Ray object the user decorated (``__wrapped__``) and submits through an
 *instrumented variant* of it: a Ray remote function or actor class built from the same
@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import time
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ray
 from typing_extensions import ParamSpec, Self
@@ -21,23 +21,16 @@ from typing_extensions import ParamSpec, Self
 from raytrace_kit import _process, _ray_compat
 from raytrace_kit._driver import checks, pinning
 from raytrace_kit._driver.blocks import BLOCK
-from raytrace_kit._local import actors as local_actors
-from raytrace_kit._local import run as local_run
 from raytrace_kit._local.hooks import activate as activate_local_mode
 from raytrace_kit._local.mode import LocalConfig, config_for
-from raytrace_kit._options import CallSpec, DebugOptions, Pin, qualified_name
+from raytrace_kit._options import DebugOptions
 from raytrace_kit._serialization.report import reject
-from raytrace_kit._worker.instrument import instrument_class, instrument_function
-from raytrace_kit._worker.stacks import ProcessStacks, add_stacks_support, with_debug_group
-from raytrace_kit.exceptions import InvalidOptionError, NotSerializableError, UsageError
+from raytrace_kit.exceptions import NotSerializableError
 
 if TYPE_CHECKING:
-    from ray.actor import ActorClass, ActorHandle
-    from ray.remote_function import RemoteFunction
+    pass
 
-    from raytrace_kit._worker.runner import PinnedWorker
-
-__all__ = ["Debuggable", "DebuggableActorClass", "DebuggableFunction"]
+__all__ = ["Debuggable", "make_remote"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -48,7 +41,7 @@ _T = TypeVar("_T")
 _NODE_CHECK_SECONDS = 1.0
 
 
-def _make_remote(target: Any, ray_options: dict[str, Any], options: DebugOptions) -> Any:
+def make_remote(target: Any, ray_options: dict[str, Any], options: DebugOptions) -> Any:
     if options.post_mortem:
         ray_options = _with_post_mortem(ray_options)
     if options.pin is not None and options.pin.node_id is not None:
@@ -299,177 +292,3 @@ def _rebuild(
     ray_options: dict[str, Any],
 ) -> Debuggable:
     return cls(wrapped, python_object, options, ray_options)
-
-
-class DebuggableFunction(Debuggable, Generic[_P, _R]):
-    """A Ray remote function whose every execution is instrumented in its worker.
-
-    It behaves like the ``RemoteFunction`` it wraps: ``.remote(...)`` returns exactly what
-    Ray returns, ``.options(...)`` takes Ray's options, other attributes fall through to
-    the wrapped object (``__wrapped__``). ``.with_debug(...)`` changes raytrace_kit's
-    options for the calls made through the copy it returns.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self._options.profile_scope == "actor":
-            msg = (
-                f"profile_scope='actor' applies to actor classes, and {self.__qualname__} is a "
-                "function: use profile_scope='call' (one capture per call), or decorate the "
-                "actor class that holds the state you are watching."
-            )
-            raise InvalidOptionError(msg, "profile_scope")
-        # Filled on first use: (spec, num_returns, generator) and the pinned call target.
-        self._call_info: tuple[CallSpec, Any, bool] | None = None
-        self._pinned_target: tuple[Any, Any, int] | None = None
-
-    def remote(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
-        """Submit the task; returns an ``ObjectRef``, a list of them, or a generator.
-
-        In local mode the call runs here and now, and the refs hold its outcome.
-        """
-        return self._submit(args, kwargs)
-
-    def _info(self) -> tuple[CallSpec, Any, bool]:
-        """The call spec, the effective ``num_returns``, and whether it is a generator."""
-        info = self._call_info
-        if info is None:
-            spec = CallSpec(qualified_name(self._python), "task", self._options)
-            num_returns = self._task_options().get("num_returns")
-            generator = inspect.isgeneratorfunction(self._python)
-            info = self._call_info = (spec, num_returns, generator)
-        return info
-
-    def _run_locally(
-        self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        spec, num_returns, generator = self._info()
-        return local_run.run(
-            spec,
-            self._python,
-            args,
-            kwargs,
-            config=config,
-            num_returns=num_returns,
-            generator=generator,
-        )
-
-    def _build_variant(self) -> RemoteFunction:
-        function = instrument_function(self._python, self._options)
-        return _make_remote(
-            function, _ray_compat.default_options_of(self.__wrapped__), self._options
-        )
-
-    # --- pin=True: one dedicated process ---
-
-    def _runner(self) -> Any:
-        pin = self._options.pin or Pin()
-        return self._shared.runner.handle(self._python, self._task_options(), pin)
-
-    def _call_pinned(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        runner = self._runner()
-        cached = self._pinned_target
-        if cached is None or cached[0] is not runner:
-            # Once per proxy and runner: the method, its per-call options, the spec key.
-            spec, _num_returns, generator = self._info()
-            method = runner.call_generator if generator else runner.call
-            per_call = pinning.call_options(self._task_options(), generator)
-            if per_call:
-                method = method.options(**per_call)
-            key = self._shared.runner.spec_key(runner, spec)
-            cached = self._pinned_target = (runner, method, key)
-        return cached[1].remote(cached[2], *args, **kwargs)
-
-    def pinned_worker(self) -> PinnedWorker:
-        """Where this pinned function's process lives (starting it if needed).
-
-        Returns:
-            Node id and IP, pid, worker id and actor id: what py-spy, debugpy or an IDE
-            needs to attach.
-
-        Raises:
-            InvalidOptionError: The function is not pinned with ``pin=True``.
-        """
-        self._require_process_pin("pinned_worker")
-        return ray.get(self._runner().where.remote())  # type: ignore[no-any-return]
-
-    def unpin(self) -> None:
-        """End the pinned process; the next call starts a new one."""
-        self._shared.runner.end()
-
-    def stacks(self, timeout: float = 30) -> ProcessStacks:
-        """The Python stack of every thread of the pinned process, even while it is busy.
-
-        Raises:
-            InvalidOptionError: The function is not pinned with ``pin=True``.
-        """
-        self._require_process_pin("stacks")
-        return ray.get(self._runner().__raytrace_stacks__.remote(), timeout=timeout)  # type: ignore[no-any-return]
-
-    def _require_process_pin(self, what: str) -> None:
-        if self._options.pin is None or not self._options.pin.process:
-            msg = (
-                f"{self.__qualname__}.{what}() needs a pinned function: decorate it with "
-                f"@debuggable(pin=True), or use {self.__qualname__}.with_debug(pin=True)."
-            )
-            raise InvalidOptionError(msg, "pin")
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        return inspect.signature(self._python)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        msg = (
-            f"debuggable remote function {self.__qualname__!r} cannot be called directly; "
-            f"use {self.__qualname__}.remote(...) and ray.get() the result."
-        )
-        raise UsageError(msg)
-
-
-class DebuggableActorClass(Debuggable, Generic[_T]):
-    """A Ray actor class whose ``__init__`` and every method call are instrumented.
-
-    ``.remote(...)`` returns a real ``ActorHandle``; handles fetched later with
-    ``ray.get_actor(name)`` are instrumented too, since the instrumentation lives in the
-    class the actor process runs.
-    """
-
-    _kind = "actor class"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        pin = self._options.pin
-        if pin is not None and pin.process:
-            msg = (
-                f"pin=True does not apply to actor class {self.__qualname__}: an actor already "
-                "runs all its calls in one process. To choose its node, pin=<node id>."
-            )
-            raise InvalidOptionError(msg, "pin")
-
-    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle[_T]:
-        """Create the actor; returns its ``ActorHandle``.
-
-        In local mode the actor is built in this process and a ``LocalActorHandle`` is
-        returned, used the same way.
-        """
-        return self._submit(args, kwargs)
-
-    def _run_locally(
-        self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        return local_actors.create_actor(
-            self._python, self._options, self._task_options(), args, kwargs, config=config
-        )
-
-    def _build_variant(self) -> ActorClass[_T]:
-        cls = instrument_class(self._python, self._options)
-        add_stacks_support(cls)
-        ray_options = with_debug_group(_ray_compat.default_options_of(self.__wrapped__))
-        return _make_remote(cls, ray_options, self._options)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        msg = (
-            f"debuggable actor class {self.__qualname__!r} cannot be instantiated "
-            f"directly; use {self.__qualname__}.remote(...) to create the actor."
-        )
-        raise UsageError(msg)

@@ -6,16 +6,17 @@ The logger has its own processor chain: it neither reads nor changes
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import MutableMapping
-from typing import Any
-
-import structlog
-from structlog.typing import FilteringBoundLogger, Processor, WrappedLogger
+from typing import TYPE_CHECKING, Any
 
 from raytrace_kit import _process
 from raytrace_kit._output import schema, writer
 from raytrace_kit._output.context import CURRENT_CALL
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger, Processor, WrappedLogger
 
 __all__ = ["get_logger"]
 
@@ -63,13 +64,26 @@ def _to_json_line(
     return schema.event_line(event_dict)
 
 
-_PROCESSORS: tuple[Processor, ...] = (
-    _add_context,
-    _add_level,
-    _add_timestamp,
-    structlog.processors.format_exc_info,
-    _to_json_line,
-)
+@functools.cache
+def _chain() -> tuple[Any, tuple[Processor, ...]]:
+    """Return structlog's bound-logger class and our processors, built on first use.
+
+    structlog is imported here, not at import time: it imports rich, which would add
+    about 40 ms to every ``import raytrace_kit``, worker processes included.
+    """
+    import structlog  # noqa: PLC0415
+
+    processors: tuple[Processor, ...] = (
+        _add_context,
+        _add_level,
+        _add_timestamp,
+        structlog.processors.format_exc_info,
+        _to_json_line,
+    )
+    # Typed Any: structlog types the class it returns as the FilteringBoundLogger protocol,
+    # whose constructor takes no arguments.
+    bound_logger: Any = structlog.make_filtering_bound_logger(logging.NOTSET)
+    return bound_logger, processors
 
 
 class _FileSink:
@@ -82,9 +96,6 @@ class _FileSink:
 
 
 _SINK = _FileSink()
-# Typed Any: structlog types the class it returns as the FilteringBoundLogger protocol,
-# whose constructor takes no arguments.
-_BoundLogger: Any = structlog.make_filtering_bound_logger(logging.NOTSET)
 
 
 def get_logger(**bound: Any) -> FilteringBoundLogger:
@@ -108,5 +119,6 @@ def get_logger(**bound: Any) -> FilteringBoundLogger:
         >>> log = get_logger(stage="load")
         >>> log.info("batch.loaded", rows=128)
     """
-    logger: FilteringBoundLogger = _BoundLogger(_SINK, list(_PROCESSORS), {})
+    bound_logger, processors = _chain()
+    logger: FilteringBoundLogger = bound_logger(_SINK, list(processors), {})
     return logger.bind(**bound) if bound else logger

@@ -1,0 +1,69 @@
+"""``DebuggableActorClass``: the proxy of an actor class (every method instrumented)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from raytrace_kit import _ray_compat
+from raytrace_kit._driver.proxy import Debuggable, make_remote
+from raytrace_kit._local import actors as local_actors
+from raytrace_kit._local.mode import LocalConfig
+from raytrace_kit._worker.instrument import instrument_class
+from raytrace_kit._worker.stacks import add_stacks_support, with_debug_group
+from raytrace_kit.exceptions import InvalidOptionError, UsageError
+
+if TYPE_CHECKING:
+    from ray.actor import ActorClass, ActorHandle
+
+__all__ = ["DebuggableActorClass"]
+
+_T = TypeVar("_T")
+
+
+class DebuggableActorClass(Debuggable, Generic[_T]):
+    """A Ray actor class whose ``__init__`` and every method call are instrumented.
+
+    ``.remote(...)`` returns a real ``ActorHandle``; handles fetched later with
+    ``ray.get_actor(name)`` are instrumented too, since the instrumentation lives in the
+    class the actor process runs.
+    """
+
+    _kind = "actor class"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        pin = self._options.pin
+        if pin is not None and pin.process:
+            msg = (
+                f"pin=True does not apply to actor class {self.__qualname__}: an actor already "
+                "runs all its calls in one process. To choose its node, pin=<node id>."
+            )
+            raise InvalidOptionError(msg, "pin")
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle[_T]:
+        """Create the actor; returns its ``ActorHandle``.
+
+        In local mode the actor is built in this process and a ``LocalActorHandle`` is
+        returned, used the same way.
+        """
+        return self._submit(args, kwargs)
+
+    def _run_locally(
+        self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        return local_actors.create_actor(
+            self._python, self._options, self._task_options(), args, kwargs, config=config
+        )
+
+    def _build_variant(self) -> ActorClass[_T]:
+        cls = instrument_class(self._python, self._options)
+        add_stacks_support(cls)
+        ray_options = with_debug_group(_ray_compat.default_options_of(self.__wrapped__))
+        return make_remote(cls, ray_options, self._options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        msg = (
+            f"debuggable actor class {self.__qualname__!r} cannot be instantiated "
+            f"directly; use {self.__qualname__}.remote(...) to create the actor."
+        )
+        raise UsageError(msg)

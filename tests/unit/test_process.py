@@ -1,0 +1,62 @@
+"""Unit tier: process state, reset() and fork handling (no Ray cluster needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import ray
+
+import raytrace_kit
+from raytrace_kit import _process, get_logger, local_mode
+
+
+class TestReset:
+    """One reset() returns the kit to a fresh process's state."""
+
+    def test_reset_removes_the_ray_hooks(self) -> None:
+        """Local mode wraps ray.get; reset() puts Ray's own back."""
+        original = ray.get
+        with local_mode():
+            assert ray.get is not original
+            assert ray.get.__wrapped__ is original
+        _process.reset()
+        assert ray.get is original
+        assert not _process.state.local_active
+
+    def test_reset_forgets_the_fallback_dir(self) -> None:
+        """Files written before a reset stay where they are; new ones go to a new dir."""
+        before = raytrace_kit.log_dir()
+        _process.reset()
+        assert raytrace_kit.log_dir() != before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+class TestFork:
+    """A forked child gets its own call ids and its own event file."""
+
+    def test_child_has_its_own_ids_and_file(self) -> None:
+        """The child's events land in a file named by its pid; call ids differ."""
+        get_logger().info("parent.event")
+        parent_prefix = _process.new_call_id()[:10]
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without running pytest's teardown
+            try:
+                get_logger().info("child.event")
+                message = {"prefix": _process.new_call_id()[:10], "pid": os.getpid()}
+                os.write(write, json.dumps(message).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        child = json.loads(os.read(read, 1000))
+        os.close(read)
+        assert child["prefix"] != parent_prefix
+        events = raytrace_kit.read_events()
+        by_event = {e["event"]: e["pid"] for e in events}
+        assert by_event["parent.event"] == os.getpid()
+        assert by_event["child.event"] == child["pid"]
+        names = {p.name for p in raytrace_kit.log_dir().glob("events-*.jsonl")}
+        assert f"events-nonode-{child['pid']}.jsonl" in names

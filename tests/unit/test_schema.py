@@ -1,0 +1,106 @@
+"""Unit tier: the event schema renders valid JSON lines in a fixed field order (no Ray)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raytrace_kit._output import schema
+from raytrace_kit._process import ProcessIdentity
+
+IDENTITY = ProcessIdentity("01000000", "ab" * 28, "cd" * 28, 4242, is_worker=True)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+class TestCallLines:
+    """call.start / call.end lines, as the worker writes them."""
+
+    def _members(self, **changes: Any) -> str:
+        fields: dict[str, Any] = {
+            "call_id": "0123456789abcdef",
+            "spec_fragment": schema.members({"function": "m.f", "kind": "task"}),
+            "mode": "ray",
+            "task_id": "ff" * 12,
+            "actor_id": None,
+            "identity": IDENTITY,
+            "attempt": 0,
+        }
+        fields.update(changes)
+        return schema.call_members(**fields)
+
+    def test_start_line_fields_in_order(self) -> None:
+        """The documented fields, timestamp/level/event first, ids as JSON."""
+        event = json.loads(schema.call_line("call.start", "info", self._members()))
+        assert list(event) == [
+            "timestamp",
+            "level",
+            "event",
+            "call_id",
+            "function",
+            "kind",
+            "mode",
+            "task_id",
+            "actor_id",
+            "job_id",
+            "node_id",
+            "worker_id",
+            "pid",
+            "attempt",
+        ]
+        assert event["actor_id"] is None
+        assert event["pid"] == 4242
+
+    def test_end_members_for_an_error(self) -> None:
+        """A failed call carries status, the error type and a capped message."""
+        tail = schema.end_members(0.25, KeyError("x" * 5000))
+        event = json.loads(schema.call_line("call.end", "error", self._members(), tail))
+        assert event["status"] == "error"
+        assert event["error_type"] == "KeyError"
+        assert len(event["error"]) == schema.ERROR_CHARS
+        assert event["duration_s"] == 0.25
+        assert event["rss_bytes"] > 0
+        assert event["max_rss_bytes"] >= event["rss_bytes"]
+
+    def test_profile_members(self) -> None:
+        """A profiled call names its file, block and scope."""
+        tail = schema.profile_members("/data/a b.bin", "blk", "actor")
+        assert json.loads("{" + tail[1:] + "}") == {
+            "profile_path": "/data/a b.bin",
+            "profile_block": "blk",
+            "profile_scope": "actor",
+        }
+
+
+@given(st.dictionaries(st.text(), json_values, max_size=6))
+def test_event_line_round_trips(fields: dict[str, Any]) -> None:
+    """Any fields render as one line of JSON that parses back; first keys come first."""
+    line = schema.event_line({"event": "e", "level": "info", "timestamp": "t", **fields})
+    assert line.endswith(b"\n")
+    assert line.count(b"\n") == 1
+    parsed = json.loads(line)
+    assert list(parsed)[:3] == ["timestamp", "level", "event"]
+
+
+def test_event_line_never_fails_on_odd_values() -> None:
+    """Values JSON cannot hold are written as their repr."""
+    parsed = json.loads(schema.event_line({"event": "e", "value": {1, 2}, "obj": object}))
+    assert parsed["value"] == "{1, 2}"
+    assert parsed["obj"] == "<class 'object'>"
+
+
+def test_now_matches_isoformat() -> None:
+    """The cached clock gives datetime's own ISO format, fixed width, in UTC."""
+    text = schema.now()
+    parsed = datetime.fromisoformat(text)
+    assert parsed.tzinfo == timezone.utc
+    assert abs((datetime.now(timezone.utc) - parsed).total_seconds()) < 5
+    assert len(text) == len("2026-01-01T00:00:00.000000+00:00")
