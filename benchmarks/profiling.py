@@ -35,9 +35,8 @@ def body() -> int:
 @ray.remote
 def measure(rounds: int) -> dict[str, list[float]]:
     import memray  # noqa: PLC0415 -- runs in the worker
-    from raytrace_kit._execute import CallSpec, run  # noqa: PLC0415
-
-    from raytrace_kit._options import DebugOptions  # noqa: PLC0415
+    from raytrace_kit._options import CallSpec, DebugOptions  # noqa: PLC0415
+    from raytrace_kit._worker.boundary import run  # noqa: PLC0415
 
     scratch = Path(tempfile.mkdtemp(prefix="rk-bench-"))
     counter = iter(range(10**9))
