@@ -40,6 +40,11 @@ def no_ray() -> None:
         ray.shutdown()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the unit tier (tests/unit, no Ray) first: it finishes in seconds, before Ray starts."""
+    items.sort(key=lambda item: "unit" not in item.path.parts)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _shutdown_ray_at_exit() -> Iterator[None]:
     yield

@@ -25,6 +25,7 @@ class TestReset:
         assert ray.get is original
         assert not _process.state.local_active
 
+    @pytest.mark.usefixtures("no_ray")
     def test_reset_forgets_the_fallback_dir(self) -> None:
         """Files written before a reset stay where they are; new ones go to a new dir."""
         before = raytrace_kit.log_dir()
@@ -33,6 +34,7 @@ class TestReset:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+@pytest.mark.usefixtures("no_ray")  # forking a connected Ray driver is not supported by Ray
 class TestFork:
     """A forked child gets its own call ids and its own event file."""
 
