@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
 
+    from raytrace_kit._output.context import ActiveCall
     from raytrace_kit._output.writer import EventWriter
 
 __all__ = [
@@ -81,6 +82,9 @@ class State:
         self.warned: set[str] = set()  # warning keys shown already (warn once)
         self.identity_members: tuple[ProcessIdentity, str] | None = None  # rendered once
         self.clock: tuple[int, str] = (-1, "")  # the current second, formatted once
+        # --- live stacks (see _worker.stacks): calls running now, and the server thread
+        self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call
+        self.stacks_server: threading.Thread | None = None
         # --- profilers (see _worker.profilers): one memray per process, cProfile per thread
         self.memray_busy = False
         self.cprofile_threads: set[int] = set()

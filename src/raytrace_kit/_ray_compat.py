@@ -18,6 +18,8 @@ __all__ = [
     "ActorClass",
     "CloudPickler",
     "RemoteFunction",
+    "actor_id_of",
+    "actor_location",
     "connection_key",
     "current_actor_id",
     "current_attempt",
@@ -75,6 +77,29 @@ def current_attempt() -> int:
     No public getter exists.
     """
     return int(_global_worker().core_worker.get_current_task_attempt_number())
+
+
+def actor_id_of(handle: Any) -> str:
+    """The id of the actor behind an ``ActorHandle``, in hex (``_actor_id``).
+
+    Public getters exist only inside the actor (``get_runtime_context().get_actor_id()``).
+    """
+    return handle._actor_id.hex()  # type: ignore[no-any-return]
+
+
+def actor_location(actor_id: str) -> tuple[str, str | None, int]:
+    """``(state, node_id, pid)`` of an actor, from the GCS actor table.
+
+    ``ray.util.state.get_actor`` gives the same but needs the dashboard, which the kit
+    does not install. ``state`` is ``"MISSING"`` for an unknown actor.
+    """
+    from ray._private import state  # noqa: PLC0415 -- asked rarely (stacks, pinned_worker)
+
+    info = state.actors(actor_id)
+    if not info:
+        return "MISSING", None, 0
+    node = info.get("Address", {}).get("NodeID") or None
+    return str(info.get("State")), node, int(info.get("Pid") or 0)
 
 
 def python_function_of(remote_function: Any) -> Callable[..., Any]:

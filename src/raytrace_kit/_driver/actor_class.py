@@ -9,7 +9,6 @@ from raytrace_kit._driver.proxy import Debuggable, make_remote
 from raytrace_kit._local import actors as local_actors
 from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._worker.instrument import instrument_class
-from raytrace_kit._worker.stacks import add_stacks_support, with_debug_group
 from raytrace_kit.exceptions import InvalidOptionError, UsageError
 
 if TYPE_CHECKING:
@@ -56,10 +55,10 @@ class DebuggableActorClass(Debuggable, Generic[_T]):
         )
 
     def _build_variant(self) -> ActorClass[_T]:
+        # The user's own Ray options, unchanged: adding anything (a concurrency group, say)
+        # would change how Ray runs the actor's methods.
         cls = instrument_class(self._python, self._options)
-        add_stacks_support(cls)
-        ray_options = with_debug_group(_ray_compat.default_options_of(self.__wrapped__))
-        return make_remote(cls, ray_options, self._options)
+        return make_remote(cls, _ray_compat.default_options_of(self.__wrapped__), self._options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         msg = (

@@ -7,14 +7,15 @@ profile them too.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import functools
 import os
 import warnings
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, cast
 
 from raytrace_kit._options import ProfileKind, validate_profile_options
 from raytrace_kit._output import paths
@@ -26,7 +27,6 @@ from raytrace_kit.exceptions import InvalidValueError, ProfileNotFoundError, Ray
 __all__ = ["BLOCK", "ProfileBlock", "profile_cpu", "profile_memory"]
 
 
-@dataclass
 class ProfileBlock:
     """What ``with profile_memory() as p`` / ``with profile_cpu() as p`` gives.
 
@@ -39,7 +39,15 @@ class ProfileBlock:
 
     kind: ProfileKind
     path: Path | None
-    id: str = field(default_factory=lambda: os.urandom(6).hex())
+    id: str
+
+    def _setup(self, kind: ProfileKind, path: Path | None, block_id: str) -> None:
+        self.kind, self.path, self.id = kind, path, block_id
+        self._token = BLOCK.set(self)  # see profile_memory(): set when the block is made
+
+    def _leave(self) -> None:
+        with contextlib.suppress(ValueError, RuntimeError):  # left in another context
+            BLOCK.reset(self._token)
 
     @property
     def remote_profiles(self) -> list[Path]:
@@ -69,33 +77,87 @@ class ProfileBlock:
             raise ProfileNotFoundError(msg)
         return profile_summary(self.path, top=top)
 
+    def __repr__(self) -> str:
+        return f"<ProfileBlock {self.kind} {self.path or '(unprofiled)'} id={self.id}>"
+
 
 BLOCK: contextvars.ContextVar[ProfileBlock | None] = contextvars.ContextVar(
     "raytrace_kit_profile_block", default=None
 )
 
 
-@contextmanager
-def _profile_block(
-    kind: ProfileKind, path: str | os.PathLike[str] | None, options: dict[str, Any]
-) -> Iterator[ProfileBlock]:
-    block = ProfileBlock(kind, None)
-    block.path = paths.block_profile_path(kind, block.id) if path is None else Path(path)
-    running = profilers.start(kind, block.path, options, "block") if block.path else None
-    if running is None:
-        block.path = None
-        warnings.warn(
-            f"raytrace_kit: the {kind} block runs unprofiled (see the profile.skipped event).",
-            RaytraceKitWarning,
-            stacklevel=3,
-        )
-    token = BLOCK.set(block)
-    try:
-        yield block
-    finally:
-        BLOCK.reset(token)
-        if running is not None:
-            running.stop()
+class _PythonBlock(ProfileBlock):
+    """A cProfile block, or a block that runs unprofiled (and says why)."""
+
+    def __init__(self, kind: ProfileKind, path: Path | None, options: dict[str, Any]) -> None:
+        self._options = options
+        self._running: profilers.Running | None = None
+        block_id = os.urandom(6).hex()
+        self._wanted = paths.block_profile_path(kind, block_id) if path is None else path
+        self.kind, self.path, self.id = kind, None, block_id
+
+    def __enter__(self) -> ProfileBlock:
+        kind = self.kind
+        if self._wanted is not None:
+            self._running = profilers.start(kind, self._wanted, self._options, "block")
+        if self._running is None:
+            warnings.warn(
+                f"raytrace_kit: the {kind} block runs unprofiled (see the profile.skipped event).",
+                RaytraceKitWarning,
+                stacklevel=2,
+            )
+        self._setup(kind, None if self._running is None else self._wanted, self.id)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._leave()
+        if self._running is not None:
+            self._running.stop()
+
+
+@functools.cache
+def _memray_block_class() -> Any:
+    """A ProfileBlock that *is* a ``memray.Tracker`` (memray imported on first use).
+
+    ``with profile_memory():`` then calls memray's own C-level ``__enter__`` directly from
+    the user's frame, with no Python frame of ours in between, so memray records the
+    block's own frame and everything it calls (see ``_worker.profilers.Running``).
+    """
+    import memray  # noqa: PLC0415 -- imported only when a memory profile is taken
+
+    class MemrayBlock(ProfileBlock, memray.Tracker):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass  # memray.Tracker's __cinit__ takes the arguments; _setup() sets ours
+
+        def __exit__(
+            self,
+            exc_type: type[BaseException] | None,
+            exc: BaseException | None,
+            tb: TracebackType | None,
+            /,
+        ) -> bool:
+            try:
+                return memray.Tracker.__exit__(self, exc_type, exc, tb)
+            finally:
+                profilers.release("memray")
+                self._leave()
+
+    return MemrayBlock
+
+
+def _memory_block(path: Path | None, options: dict[str, Any]) -> ProfileBlock:
+    block_id = os.urandom(6).hex()
+    file = paths.block_profile_path("memray", block_id) if path is None else path
+    if profilers.claim("memray", "block"):
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            block = _memray_block_class()(str(file), **profilers.memray_options(options))
+        except Exception as exc:
+            profilers.failed("memray", "block", exc)
+        else:
+            block._setup("memray", file, block_id)
+            return cast("ProfileBlock", block)
+    return _PythonBlock("memray", None, {})  # warns on entry, runs unprofiled
 
 
 def profile_memory(
@@ -126,7 +188,7 @@ def profile_memory(
     problem = validate_profile_options("memray", memray_options)
     if problem:
         raise InvalidValueError(problem)
-    return _profile_block("memray", path, memray_options)
+    return _memory_block(None if path is None else Path(path), memray_options)  # type: ignore[return-value]
 
 
 def profile_cpu(
@@ -148,4 +210,4 @@ def profile_cpu(
     problem = validate_profile_options("cprofile", cprofile_options)
     if problem:
         raise InvalidValueError(problem)
-    return _profile_block("cprofile", path, cprofile_options)
+    return _PythonBlock("cprofile", None if path is None else Path(path), cprofile_options)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import ray
 from typing_extensions import ParamSpec
 
 from raytrace_kit import _ray_compat
 from raytrace_kit._driver import pinning
 from raytrace_kit._driver.proxy import Debuggable, make_remote
+from raytrace_kit._driver.stacks import stacks as actor_stacks
 from raytrace_kit._local import run as local_run
 from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._options import CallSpec, Pin, qualified_name
@@ -119,20 +119,24 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
             InvalidOptionError: The function is not pinned with ``pin=True``.
         """
         self._require_process_pin("pinned_worker")
-        return ray.get(self._runner().where.remote())  # type: ignore[no-any-return]
+        return self._shared.runner.location(self._runner())
 
     def unpin(self) -> None:
         """End the pinned process; the next call starts a new one."""
         self._shared.runner.end()
 
-    def stacks(self, timeout: float = 30) -> ProcessStacks:
+    def stacks(self, timeout: float = 30, *, all_frames: bool = False) -> ProcessStacks:
         """The Python stack of every thread of the pinned process, even while it is busy.
+
+        Args:
+            timeout: Seconds to wait for the answer.
+            all_frames: Show Ray's and raytrace_kit's frames too.
 
         Raises:
             InvalidOptionError: The function is not pinned with ``pin=True``.
         """
         self._require_process_pin("stacks")
-        return ray.get(self._runner().__raytrace_stacks__.remote(), timeout=timeout)  # type: ignore[no-any-return]
+        return actor_stacks(self._runner(), timeout=timeout, all_frames=all_frames)
 
     def _require_process_pin(self, what: str) -> None:
         if self._options.pin is None or not self._options.pin.process:

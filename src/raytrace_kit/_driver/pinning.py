@@ -14,10 +14,9 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raytrace_kit import _process
+from raytrace_kit import _process, _ray_compat
 from raytrace_kit._options import CallSpec, DebugOptions, Pin
-from raytrace_kit._worker.runner import PinnedRunner
-from raytrace_kit._worker.stacks import DEBUG_GROUP
+from raytrace_kit._worker.runner import PinnedRunner, PinnedWorker
 from raytrace_kit.exceptions import NodeNotFoundError
 
 __all__ = [
@@ -75,7 +74,6 @@ def runner_options(task_options: dict[str, Any], pin: Pin) -> dict[str, Any]:
     retries = task_options.get("max_retries")
     options["max_restarts"] = -1  # a crashed runner comes back; retries bound the calls
     options["max_task_retries"] = 3 if retries is None else retries
-    options["concurrency_groups"] = {DEBUG_GROUP: 1}
     return options
 
 
@@ -99,12 +97,14 @@ class RunnerSlot:
     each and named by a small key in every call, so a call does not pickle its settings.
     """
 
-    __slots__ = ("_lock", "runner", "specs")
+    __slots__ = ("_lock", "runner", "specs", "where")
 
     def __init__(self) -> None:
         # (the identity of the Ray connection it belongs to, the runner's handle)
         self.runner: tuple[_process.ProcessIdentity, Any] | None = None
         self.specs: dict[DebugOptions, int] = {}
+        # The runner's answer to where(), asked first thing, before any call queues.
+        self.where: Any = None
         self._lock = threading.Lock()
 
     def handle(self, python_function: Any, task_options: dict[str, Any], pin: Pin) -> Any:
@@ -119,9 +119,19 @@ class RunnerSlot:
                 return cached[1]
             runner_class = ray.remote(**runner_options(task_options, pin))(PinnedRunner)
             handle = runner_class.remote(python_function)
+            self.where = handle.where.remote()
             self.runner = (identity, handle)
             self.specs = {}
             return handle
+
+    def location(self, handle: Any) -> PinnedWorker:
+        """Where the runner lives; asked again (after queued calls) if it was restarted."""
+        worker: PinnedWorker = ray.get(self.where)
+        _state, _node, pid = _ray_compat.actor_location(_ray_compat.actor_id_of(handle))
+        if pid and pid != worker.pid:
+            self.where = handle.where.remote()
+            worker = ray.get(self.where)
+        return worker
 
     def spec_key(self, handle: Any, spec: CallSpec) -> int:
         """The key of ``spec`` on the runner, registering it on first use."""

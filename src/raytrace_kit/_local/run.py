@@ -80,14 +80,12 @@ def execute_call(
     outcome = _Outcome()
     token = mode.OVERRIDE.set(config)  # calls made from inside run locally too
     try:
-        with Boundary(spec, owner, mode="local", actor_id=actor_id):
-            result = fn(*args, **kwargs)
-            if generator and inspect.isgenerator(result):
-                outcome.items = []
-                for item in result:  # run to completion: calls are synchronous
-                    outcome.items.append(item)
+        with Boundary(spec, owner, mode="local", actor_id=actor_id) as tracker:
+            if tracker is None:
+                _call_into(outcome, fn, args, kwargs, generator)
             else:
-                outcome.value = result
+                with tracker:  # entered here, so memray records the frames below
+                    _call_into(outcome, fn, args, kwargs, generator)
     except Exception as exc:
         outcome.error = exc
         if config.post_mortem or spec.options.post_mortem:
@@ -95,6 +93,22 @@ def execute_call(
     finally:
         mode.OVERRIDE.reset(token)
     return outcome
+
+
+def _call_into(
+    outcome: _Outcome,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    generator: bool,
+) -> None:
+    result = fn(*args, **kwargs)
+    if generator and inspect.isgenerator(result):
+        outcome.items = []
+        for item in result:  # run to completion: calls are synchronous
+            outcome.items.append(item)
+    else:
+        outcome.value = result
 
 
 def _package(outcome: _Outcome, num_returns: Any, copy: bool, function: str) -> Any:

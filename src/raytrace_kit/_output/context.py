@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from typing import Any
 
@@ -39,6 +40,7 @@ class ActiveCall:
         "spec_fragment",
         "started",
         "task_id",
+        "thread",
     )
 
     def __init__(
@@ -55,6 +57,7 @@ class ActiveCall:
         self.mode = mode
         self.owner = owner
         self.started = time.perf_counter()
+        self.thread = threading.get_ident()
         self.call_id: str | None = None
         self.fragment = ""
         self._fields: dict[str, Any] | None = None

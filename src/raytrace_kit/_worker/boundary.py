@@ -13,12 +13,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
+from raytrace_kit import _process
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output import schema, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
-from raytrace_kit._worker import profilers
+from raytrace_kit._worker import profilers, stacks
 
 __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
 
@@ -66,21 +67,33 @@ class Boundary:
         self.mode = mode
         self.actor_id = actor_id
 
-    def __enter__(self) -> None:
-        self.call = call = _begin(self.spec, self.owner, self.mode, self.actor_id)
+    def __enter__(self) -> Any:
+        """Begin the call; return the memray tracker to enter around the user's code, if any."""
+        spec = self.spec
+        self.call = call = _begin(spec, self.owner, self.mode, self.actor_id)
         self.token = CURRENT_CALL.set(call)
         self.profile = None
-        if self.spec.options.profile is not None and call is not None:
+        if call is None:
+            return None
+        _process.state.running_calls[id(call)] = call
+        if spec.kind == "actor_init" and self.mode != "local":
+            stacks.serve()  # once per actor process: stacks(handle) asks this server
+        if spec.options.profile is not None:
             try:
-                self.profile = profilers.start_call(self.spec, call)
+                self.profile = profilers.start_call(spec, call)
             except Exception as exc:
                 writer.report_failure("profile", "cannot start the profiler", exc)
+                return None
+            return None if self.profile is None else self.profile.tracker
+        return None
 
     def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
         # A generator resumed from another context cannot reset there: the var belongs
         # to that context and is discarded with it.
         with contextlib.suppress(ValueError, RuntimeError):
             CURRENT_CALL.reset(self.token)
+        if self.call is not None:
+            _process.state.running_calls.pop(id(self.call), None)
         tail = ""
         if self.profile is not None:
             try:
@@ -105,8 +118,12 @@ def run(
     ``mode`` is ``ray`` in a Ray worker (ids come from Ray) or ``local`` in local mode
     (no Ray task; ``actor_id`` is the local actor's id, if any).
     """
-    with Boundary(spec, owner, mode=mode, actor_id=actor_id):
-        result = fn(*args, **kwargs)
+    with Boundary(spec, owner, mode=mode, actor_id=actor_id) as tracker:
+        if tracker is None:
+            result = fn(*args, **kwargs)
+        else:
+            with tracker:  # entered in the frame that calls fn, see profilers.Running
+                result = fn(*args, **kwargs)
         if spec.options.check == "always":
             check_return(spec, result)
         return result
@@ -123,8 +140,11 @@ def run_generator(
     actor_id: str | None = None,
 ) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
-    with Boundary(spec, owner, mode=mode, actor_id=actor_id):
-        return (yield from fn(*args, **kwargs))
+    with Boundary(spec, owner, mode=mode, actor_id=actor_id) as tracker:
+        if tracker is None:
+            return (yield from fn(*args, **kwargs))
+        with tracker:
+            return (yield from fn(*args, **kwargs))
 
 
 async def run_async(
@@ -138,8 +158,12 @@ async def run_async(
     actor_id: str | None = None,
 ) -> _T:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
-    with Boundary(spec, owner, mode=mode, actor_id=actor_id):
-        result = await fn(*args, **kwargs)
+    with Boundary(spec, owner, mode=mode, actor_id=actor_id) as tracker:
+        if tracker is None:
+            result = await fn(*args, **kwargs)
+        else:
+            with tracker:
+                result = await fn(*args, **kwargs)
         if spec.options.check == "always":
             check_return(spec, result)
         return result
@@ -156,9 +180,14 @@ async def run_async_generator(
     actor_id: str | None = None,
 ) -> AsyncIterator[Any]:
     """Run an async generator function as one call."""
-    with Boundary(spec, owner, mode=mode, actor_id=actor_id):
-        async for item in fn(*args, **kwargs):
-            yield item
+    with Boundary(spec, owner, mode=mode, actor_id=actor_id) as tracker:
+        if tracker is None:
+            async for item in fn(*args, **kwargs):
+                yield item
+        else:
+            with tracker:
+                async for item in fn(*args, **kwargs):
+                    yield item
 
 
 def check_return(spec: CallSpec, value: Any) -> None:

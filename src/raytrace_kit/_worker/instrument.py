@@ -40,38 +40,47 @@ def instrument_function(fn: Callable[..., Any], options: DebugOptions) -> Callab
     return task
 
 
-def _inside_call_of(instance: object) -> bool:
-    """Whether a call of this same actor instance is running in this context.
+def _passes_through(bound: bool, owner: int | None) -> bool:
+    """Whether a method call is part of the call already running here, not a new one.
 
-    A method calling another method of its own instance (``self.helper()``) is part of
-    the running call, not a new one: such calls pass straight through.
+    A method calling another of its own instance (``self.helper()``), or a static or class
+    method called from inside any method of this actor, passes straight through.
     """
     active = CURRENT_CALL.get()
-    return active is not None and active.owner == id(instance)
+    if active is None:
+        return False
+    return active.owner == owner if bound else active.owner is not None
 
 
-def _instrument_method(method: Callable[..., Any], spec: CallSpec) -> Callable[..., Any]:
+def _instrument_method(
+    method: Callable[..., Any], spec: CallSpec, bound: bool
+) -> Callable[..., Any]:
+    """The instrumented version of one method, of the same kind (sync, async, generator).
+
+    ``bound``: an instance method (``args[0]`` is the instance, whose ``id`` tells its
+    calls apart); otherwise the function inside a ``staticmethod`` or ``classmethod``.
+    """
     # These closures are pickled by value with the class: they may reference only
-    # module-level names (pickled by reference), spec and method.
+    # module-level names (pickled by reference), spec, method and bound.
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
-        async def async_method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if _inside_call_of(self):
-                return await method(self, *args, **kwargs)
-            return await run_async(spec, method, (self, *args), kwargs, id(self))
+        async def async_method(*args: Any, **kwargs: Any) -> Any:
+            owner = id(args[0]) if bound else None
+            if _passes_through(bound, owner):
+                return await method(*args, **kwargs)
+            return await run_async(spec, method, args, kwargs, owner)
 
         return async_method
     if inspect.isasyncgenfunction(method):
 
         @functools.wraps(method)
-        async def async_generator_method(
-            self: Any, *args: Any, **kwargs: Any
-        ) -> AsyncIterator[Any]:
-            if _inside_call_of(self):
-                inner = method(self, *args, **kwargs)
+        async def async_generator_method(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            owner = id(args[0]) if bound else None
+            if _passes_through(bound, owner):
+                inner = method(*args, **kwargs)
             else:
-                inner = run_async_generator(spec, method, (self, *args), kwargs, id(self))
+                inner = run_async_generator(spec, method, args, kwargs, owner)
             async for item in inner:
                 yield item
 
@@ -79,18 +88,20 @@ def _instrument_method(method: Callable[..., Any], spec: CallSpec) -> Callable[.
     if inspect.isgeneratorfunction(method):
 
         @functools.wraps(method)
-        def generator_method(self: Any, *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            if _inside_call_of(self):
-                return (yield from method(self, *args, **kwargs))
-            return (yield from run_generator(spec, method, (self, *args), kwargs, id(self)))
+        def generator_method(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+            owner = id(args[0]) if bound else None
+            if _passes_through(bound, owner):
+                return (yield from method(*args, **kwargs))
+            return (yield from run_generator(spec, method, args, kwargs, owner))
 
         return generator_method
 
     @functools.wraps(method)
-    def sync_method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _inside_call_of(self):
-            return method(self, *args, **kwargs)
-        return run(spec, method, (self, *args), kwargs, id(self))
+    def sync_method(*args: Any, **kwargs: Any) -> Any:
+        owner = id(args[0]) if bound else None
+        if _passes_through(bound, owner):
+            return method(*args, **kwargs)
+        return run(spec, method, args, kwargs, owner)
 
     return sync_method
 
@@ -99,18 +110,26 @@ def _default_init(self: Any) -> None:
     """Stand-in ``__init__`` for classes without one, so actor creation is a call too."""
 
 
-def _actor_methods(cls: type) -> dict[str, Callable[..., Any]]:
-    """Instance methods of ``cls`` (own and inherited) that Ray can call remotely."""
-    methods: dict[str, Callable[..., Any]] = {}
+# Dunder methods a caller invokes through a handle; others (__repr__, __eq__, __getstate__
+# ...) are protocol methods that Python and Ray call implicitly, left as they are.
+_REMOTE_DUNDERS = frozenset({"__init__", "__call__"})
+
+
+def _actor_methods(cls: type) -> dict[str, Any]:
+    """The members of ``cls`` (own and inherited) that callers can invoke through a handle.
+
+    Functions, ``staticmethod`` and ``classmethod`` objects, as found in the class dicts;
+    a later definition (a subclass's property, say) replaces an earlier one.
+    """
+    methods: dict[str, Any] = {}
     for klass in reversed(cls.__mro__[:-1]):  # base classes first, object excluded
         for name, attr in vars(klass).items():
-            if name.startswith("__") and name != "__init__":
-                methods.pop(name, None)
-                continue
-            if inspect.isfunction(attr):
+            remote = not name.startswith("__") or name in _REMOTE_DUNDERS
+            if (remote and isinstance(attr, staticmethod | classmethod)) or (
+                remote and inspect.isfunction(attr)
+            ):
                 methods[name] = attr
             else:
-                # A staticmethod, classmethod or property overriding a base method.
                 methods.pop(name, None)
     return methods
 
@@ -118,7 +137,8 @@ def _actor_methods(cls: type) -> dict[str, Callable[..., Any]]:
 def instrument_class(cls: type[_T], options: DebugOptions) -> type[_T]:
     """Return a subclass of ``cls`` whose ``__init__`` and methods are instrumented.
 
-    Sync, ``async def``, generator and async generator methods keep their kind, and
+    Sync, ``async def``, generator and async generator methods keep their kind; static
+    and class methods stay static and class methods; ``__call__`` is instrumented too.
     ``@ray.method(...)`` settings (copied with the function's ``__dict__``) keep working.
     The subclass keeps the name, qualified name, module and docs of ``cls``.
     """
@@ -127,10 +147,14 @@ def instrument_class(cls: type[_T], options: DebugOptions) -> type[_T]:
     methods = _actor_methods(cls)
     if "__init__" not in methods:
         methods["__init__"] = _default_init
-    for name, method in methods.items():
+    for name, member in methods.items():
         kind = "actor_init" if name == "__init__" else "actor_method"
         spec = CallSpec(f"{prefix}.{name}", kind, options)
-        namespace[name] = _instrument_method(method, spec)
+        if isinstance(member, staticmethod | classmethod):
+            wrapped = _instrument_method(member.__func__, spec, bound=False)
+            namespace[name] = type(member)(wrapped)
+        else:
+            namespace[name] = _instrument_method(member, spec, bound=True)
     instrumented = types.new_class(cls.__name__, (cls,), exec_body=lambda ns: ns.update(namespace))
     instrumented.__qualname__ = cls.__qualname__
     instrumented.__module__ = cls.__module__

@@ -21,7 +21,30 @@ from raytrace_kit._options import CallSpec, memray_available
 from raytrace_kit._output import paths, schema, writer
 from raytrace_kit._output.context import ActiveCall
 
-__all__ = ["CallProfile", "Running", "start", "start_call"]
+__all__ = [
+    "CallProfile",
+    "Running",
+    "claim",
+    "failed",
+    "memray_options",
+    "memray_tracker_active",
+    "release",
+    "start",
+    "start_call",
+]
+
+
+def memray_tracker_active() -> bool:
+    """Whether some memray Tracker (the program's own, or ours) is tracking this process.
+
+    memray allows one at a time, and offers no public way to ask. Entering a Tracker sets
+    ``threading.setprofile`` to its ``start_thread_trace`` until it exits: that hook is
+    the tell-tale read here (public API since Python 3.10).
+    """
+    hook = threading.getprofile()
+    return getattr(hook, "__name__", "") == "start_thread_trace" and "memray" in str(
+        getattr(hook, "__module__", "")
+    )
 
 
 def _acquire(profiler: str) -> bool:
@@ -54,25 +77,40 @@ def _skipped(reason: str, function: str, profiler: str) -> None:
     )
 
 
-class Running:
-    """One running profiler: a memray tracker or a cProfile profiler, writing to ``path``."""
+def memray_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``profile_options`` as ``memray.Tracker`` takes them (``file_format`` by name)."""
+    import memray  # noqa: PLC0415 -- imported only when a memory profile is taken
 
-    def __init__(self, profiler: str, path: Path, options: dict[str, Any]) -> None:
+    opts = dict(options)
+    if isinstance(opts.get("file_format"), str):
+        opts["file_format"] = memray.FileFormat[opts["file_format"]]
+    return opts
+
+
+class Running:
+    """One running profiler: a memray tracker or a cProfile profiler, writing to ``path``.
+
+    A memray tracker started with ``enter=False`` is :attr:`tracker`, for the caller to
+    enter with ``with`` in the frame that calls the user's code: memray records no frame
+    that was on the stack when tracking started and has returned since, so a tracker
+    entered in a helper function records empty stacks.
+    """
+
+    def __init__(self, profiler: str, path: Path, options: dict[str, Any], enter: bool) -> None:
         self.profiler = profiler
         self.path = path
         self.thread = threading.get_ident()
         self.started = time.time()
-        self._tracker: Any = None
+        self.tracker: Any = None
+        self._entered_here = enter
         self._profile: cProfile.Profile | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
         if profiler == "memray":
             import memray  # noqa: PLC0415 -- imported only when a memory profile is taken
 
-            opts = dict(options)
-            if isinstance(opts.get("file_format"), str):
-                opts["file_format"] = memray.FileFormat[opts["file_format"]]
-            self._tracker = memray.Tracker(str(path), **opts)
-            self._tracker.__enter__()
+            self.tracker = memray.Tracker(str(path), **memray_options(options))
+            if enter:
+                self.tracker.__enter__()
         else:
             self._profile = cProfile.Profile(**options)
             self._profile.enable()
@@ -80,8 +118,9 @@ class Running:
     def stop(self) -> None:
         """Stop profiling and write the file (memray writes as it goes)."""
         try:
-            if self._tracker is not None:
-                self._tracker.__exit__(None, None, None)
+            if self.tracker is not None:
+                if self._entered_here:
+                    self.tracker.__exit__(None, None, None)
             elif self._profile is not None:
                 self._profile.disable()
                 self._profile.dump_stats(str(self.path))
@@ -101,21 +140,49 @@ class Running:
             reader.close()
 
 
-def start(profiler: str, path: Path, options: dict[str, Any], function: str) -> Running | None:
+def start(
+    profiler: str, path: Path, options: dict[str, Any], function: str, *, enter: bool = True
+) -> Running | None:
     """Start a profiler, or log why not (``profile.skipped``) and return ``None``."""
+    if not claim(profiler, function):
+        return None
+    try:
+        return Running(profiler, path, options, enter)
+    except Exception as exc:
+        failed(profiler, function, exc)
+        return None
+
+
+def claim(profiler: str, function: str) -> bool:
+    """Take this process's memray slot (or this thread's cProfile slot), if it is free.
+
+    Returns:
+        ``True`` if taken (give it back with :func:`release`); ``False`` after logging
+        why not, as a ``profile.skipped`` event.
+    """
     if profiler == "memray" and not memray_available():
         _skipped("memray is not installed in this process", function, profiler)
-        return None
+        return False
+    if profiler == "memray" and not _process.state.memray_busy and memray_tracker_active():
+        reason = "a memray Tracker of the program is already active in this process"
+        _skipped(reason, function, profiler)
+        return False
     if not _acquire(profiler):
         where = "process" if profiler == "memray" else "thread"
         _skipped(f"another {profiler} profiler is active in this {where}", function, profiler)
-        return None
-    try:
-        return Running(profiler, path, options)
-    except Exception as exc:
-        _release(profiler, threading.get_ident())
-        _skipped(f"could not start: {type(exc).__name__}: {exc}", function, profiler)
-        return None
+        return False
+    return True
+
+
+def release(profiler: str) -> None:
+    """Give back the slot :func:`claim` took in this thread."""
+    _release(profiler, threading.get_ident())
+
+
+def failed(profiler: str, function: str, exc: BaseException) -> None:
+    """A claimed profiler could not start: give the slot back and say why."""
+    release(profiler)
+    _skipped(f"could not start: {type(exc).__name__}: {exc}", function, profiler)
 
 
 class CallProfile:
@@ -125,6 +192,12 @@ class CallProfile:
         self.running = running
         self.spec = spec
         self.call = call
+
+    @property
+    def tracker(self) -> Any:
+        """The memray tracker the caller must enter around the user's code, or ``None``."""
+        running = self.running
+        return None if running._entered_here else running.tracker
 
     def finish(self, exc: BaseException | None) -> str:
         """Stop, write the sidecar; return JSON members for ``call.end`` (``profile_path``)."""
@@ -179,5 +252,8 @@ def start_call(spec: CallSpec, call: ActiveCall) -> CallProfile | None:
         call_id=str(call.call_id),
         profiler=profiler,
     )
-    running = start(profiler, path, dict(options.profile_options), spec.function)
+    # A call's memray tracker is entered by the runner, around the user's code; an actor's
+    # lifelong one (profile_scope="actor") here, and it stops when the process exits.
+    enter = profiler != "memray" or options.profile_scope == "actor"
+    running = start(profiler, path, dict(options.profile_options), spec.function, enter=enter)
     return None if running is None else CallProfile(running, spec, call)

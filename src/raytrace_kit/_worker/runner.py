@@ -1,4 +1,7 @@
-"""The actor that runs every call of a pinned function, one at a time, in its own process."""
+"""The actor that runs every call of a pinned function, one at a time, in its own process.
+
+A plain actor: no concurrency group, so calls run on its main thread, as a task's do.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +13,7 @@ import ray
 
 from raytrace_kit import _process
 from raytrace_kit._options import CallSpec
-from raytrace_kit._worker import boundary
-from raytrace_kit._worker.stacks import ProcessStacks, in_debug_group, process_stacks
+from raytrace_kit._worker import boundary, stacks
 
 __all__ = ["PinnedRunner", "PinnedWorker"]
 
@@ -40,6 +42,7 @@ class PinnedRunner:
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
+        stacks.serve()  # f.stacks() asks this process's server
         # Specs are sent once each and named by a small key in every call, so a call does
         # not pickle its settings: calls stay as cheap as a hand-written actor's.
         self.specs: dict[int, CallSpec] = {}
@@ -61,9 +64,8 @@ class PinnedRunner:
         for item in boundary.run_generator(spec, self.fn, args, kwargs, mode="pinned"):  # noqa: UP028 -- Ray sends into generators
             yield item
 
-    @in_debug_group
     def where(self) -> PinnedWorker:
-        """This process's location."""
+        """This process's location (asked once, right after creation; see RunnerSlot)."""
         ctx = ray.get_runtime_context()
         return PinnedWorker(
             node_id=ctx.get_node_id(),
@@ -72,8 +74,3 @@ class PinnedRunner:
             worker_id=ctx.get_worker_id(),
             actor_id=ctx.get_actor_id() or "",
         )
-
-    @in_debug_group
-    def __raytrace_stacks__(self) -> ProcessStacks:
-        """The stacks of this process, even while a call is running."""
-        return process_stacks()

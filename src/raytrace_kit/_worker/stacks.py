@@ -1,44 +1,70 @@
-"""Live stacks of a process: every thread's Python frames, read by a method of the actor itself.
+"""Live stacks: every thread's Python frames, served by a small thread of the kit's own.
 
-Every debuggable actor class, and a pinned function's runner, answers
-``__raytrace_stacks__`` on a concurrency group of its own (:data:`DEBUG_GROUP`), so the
-answer comes even while the actor is busy in a long call.
+Each debuggable actor (and each pinned function's runner) starts, in its ``__init__``, one
+daemon thread that never runs user code: it blocks reading a named pipe (FIFO) in this
+node's log dir, mode 0600, and answers each request with the stacks of every other thread
+(``sys._current_frames``) plus the instrumented calls they are running. A node-local
+helper task (:func:`read_stacks`) writes the request and reads the answer.
+
+Why this design: it changes nothing in the actor's own threads (no concurrency group,
+which would move methods off the main thread), installs no signal handler, opens no
+network port, and answers while the actor is blocked in Python or in C code that releases
+the GIL (``time.sleep``, a lock, a socket read). A call that holds the GIL for seconds in
+C code delays the answer until it lets go.
 """
 
 from __future__ import annotations
 
-import inspect
+import contextlib
+import errno
+import json
+import os
+import stat
 import sys
 import threading
+import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any
 
 import ray
 
 from raytrace_kit import _process
+from raytrace_kit._output import paths
 
 __all__ = [
-    "DEBUG_GROUP",
+    "NoStacksServerError",
     "ProcessStacks",
+    "RunningCall",
     "ThreadStack",
-    "add_stacks_support",
-    "in_debug_group",
     "process_stacks",
-    "with_debug_group",
+    "read_stacks",
+    "serve",
 ]
 
-# The concurrency group that answers stacks() while the default group is busy.
-DEBUG_GROUP = "raytrace_debug"
+# Frames from these directories are hidden unless all frames are asked for.
+_HIDDEN_DIRS = (
+    str(Path(ray.__file__).parent) + os.sep,
+    str(Path(__file__).parents[1]) + os.sep,  # raytrace_kit
+)
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """An instrumented call running in a thread when the stacks were taken.
 
+    Attributes:
+        call_id: The call's id, as in its events.
+        function: The qualified name of the function or method.
+        task_id: Ray's task id (``None`` in local mode).
+        running_s: Seconds since the call started.
+    """
 
-def in_debug_group(fn: _F) -> _F:
-    """``@ray.method(concurrency_group=DEBUG_GROUP)``, typed."""
-    return ray.method(concurrency_group=DEBUG_GROUP)(fn)  # type: ignore[no-any-return]
+    call_id: str | None
+    function: str
+    task_id: str | None
+    running_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +74,18 @@ class ThreadStack:
     Attributes:
         name: The thread's name.
         ident: The thread's identifier.
-        frames: ``(filename, line number, function, source line)`` per frame.
+        frames: ``(filename, line number, function, source line)`` per frame: the user's
+            frames only, unless all frames were asked for.
+        calls: The instrumented calls this thread is running (an async actor's event loop
+            thread can run several at once).
+        hidden: How many frames of Ray and raytrace_kit were left out.
     """
 
     name: str
     ident: int
     frames: tuple[tuple[str, int, str, str], ...]
+    calls: tuple[RunningCall, ...] = ()
+    hidden: int = 0
 
     def functions(self) -> list[str]:
         """The function names of the frames, outermost first."""
@@ -67,7 +99,8 @@ class ProcessStacks:
     Attributes:
         pid: The process.
         node_id: Its node.
-        threads: One :class:`ThreadStack` per thread.
+        threads: One :class:`ThreadStack` per thread (the kit's own server thread
+            excluded).
     """
 
     pid: int
@@ -78,6 +111,13 @@ class ProcessStacks:
         lines = [f"Python stacks of pid {self.pid} on node {self.node_id}"]
         for thread in self.threads:
             lines.append(f'\nThread "{thread.name}" ({thread.ident}), most recent call last:')
+            for call in thread.calls:
+                lines.append(
+                    f"  running {call.function} for {call.running_s:.1f}s "
+                    f"(call {call.call_id}, task {call.task_id})"
+                )
+            if thread.hidden:
+                lines.append(f"  ({thread.hidden} frames of Ray and raytrace_kit hidden)")
             for filename, lineno, function, source in thread.frames:
                 lines.append(f'  File "{filename}", line {lineno}, in {function}')
                 if source:
@@ -89,57 +129,169 @@ class ProcessStacks:
         return next((t for t in self.threads if function in t.functions()), None)
 
 
-def process_stacks() -> ProcessStacks:
-    """The stacks of every thread of this process, now (``sys._current_frames``)."""
+def process_stacks(all_frames: bool = False) -> ProcessStacks:
+    """The stacks of every thread of this process but the calling one, now."""
     names = {t.ident: t.name for t in threading.enumerate()}
     me = threading.get_ident()
+    now = time.perf_counter()
+    calls: dict[int, list[RunningCall]] = {}
+    for call in list(_process.state.running_calls.values()):
+        running = RunningCall(
+            call.call_id,
+            call.spec_fields["function"],
+            getattr(call, "task_id", None),  # set once the call is captured
+            round(now - call.started, 3),
+        )
+        calls.setdefault(call.thread, []).append(running)
     threads = []
     for ident, frame in sys._current_frames().items():
         if ident == me:
             continue  # the thread answering this request
-        summary = traceback.extract_stack(frame)
+        frames = [
+            (f.filename, f.lineno or 0, f.name, f.line or "")
+            for f in traceback.extract_stack(frame)
+        ]
+        shown = frames if all_frames else [f for f in frames if not f[0].startswith(_HIDDEN_DIRS)]
         threads.append(
             ThreadStack(
                 names.get(ident, f"thread-{ident}"),
                 ident,
-                tuple((f.filename, f.lineno or 0, f.name, f.line or "") for f in summary),
+                tuple(shown),
+                tuple(calls.get(ident, ())),
+                len(frames) - len(shown),
             )
         )
     identity = _process.process_identity()
     return ProcessStacks(identity.pid, identity.node_id, tuple(threads))
 
 
-def _stacks_method() -> Any:
-    def __raytrace_stacks__(self: Any) -> ProcessStacks:  # noqa: N807 -- a Ray method name
-        return process_stacks()
-
-    return in_debug_group(__raytrace_stacks__)
+def _fifo_path(node_id: str | None, pid: int) -> Path:
+    return paths.log_dir() / "stacks" / f"{(node_id or 'nonode')[:12]}-{pid}.fifo"
 
 
-def _async_stacks_method() -> Any:
-    async def __raytrace_stacks__(self: Any) -> ProcessStacks:  # noqa: N807 -- async actors need async methods
-        return process_stacks()
+def serve() -> None:
+    """Start this process's stacks server (once; later calls return at once).
 
-    return in_debug_group(__raytrace_stacks__)
-
-
-def add_stacks_support(cls: type) -> None:
-    """Give an (instrumented) actor class ``__raytrace_stacks__``, in :data:`DEBUG_GROUP`.
-
-    Async actors get an async method: Ray runs each group of an async actor on an event
-    loop of its own, so it answers while the default loop is busy.
+    Failures (no FIFOs on this platform, an unwritable directory) leave the process
+    without one: :func:`read_stacks` then says so.
     """
-    is_async = any(
-        inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member)
-        for _, member in inspect.getmembers(cls, inspect.isfunction)
+    state = _process.state
+    if state.stacks_server is not None or not hasattr(os, "mkfifo"):
+        return
+    identity = _process.process_identity()
+    fifo = _fifo_path(identity.node_id, identity.pid)
+    with state.lock:
+        if state.stacks_server is not None:  # started by another thread meanwhile
+            return  # type: ignore[unreachable]
+        with contextlib.suppress(OSError):
+            fifo.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                fifo.unlink()  # left by an earlier process with this pid
+            os.mkfifo(fifo, 0o600)
+            thread = threading.Thread(
+                target=_serve_forever, args=(fifo,), name="raytrace_kit-stacks", daemon=True
+            )
+            thread.start()
+            state.stacks_server = thread
+
+
+def _serve_forever(fifo: Path) -> None:
+    while True:
+        try:
+            with fifo.open("rb") as requests:  # blocks until a reader writes
+                data = requests.read()
+        except OSError:
+            return  # the FIFO was removed: stop serving
+        for line in data.splitlines():
+            with contextlib.suppress(Exception):  # a bad request never ends the server
+                _answer(fifo.parent, json.loads(line))
+
+
+def _answer(directory: Path, request: dict[str, Any]) -> None:
+    reply = directory / Path(str(request["reply"])).name  # only ever in this directory
+    stacks = process_stacks(all_frames=bool(request.get("all_frames")))
+    partial = reply.with_suffix(".part")
+    partial.write_text(json.dumps(_to_dict(stacks)))
+    partial.replace(reply)
+
+
+def _to_dict(stacks: ProcessStacks) -> dict[str, Any]:
+    return {
+        "pid": stacks.pid,
+        "node_id": stacks.node_id,
+        "threads": [
+            {
+                "name": t.name,
+                "ident": t.ident,
+                "frames": t.frames,
+                "calls": [[c.call_id, c.function, c.task_id, c.running_s] for c in t.calls],
+                "hidden": t.hidden,
+            }
+            for t in stacks.threads
+        ],
+    }
+
+
+def _from_dict(data: dict[str, Any]) -> ProcessStacks:
+    return ProcessStacks(
+        data["pid"],
+        data["node_id"],
+        tuple(
+            ThreadStack(
+                t["name"],
+                t["ident"],
+                tuple(tuple(f) for f in t["frames"]),
+                tuple(RunningCall(*c) for c in t["calls"]),
+                t["hidden"],
+            )
+            for t in data["threads"]
+        ),
     )
-    method = _async_stacks_method() if is_async else _stacks_method()
-    method.__qualname__ = f"{cls.__qualname__}.__raytrace_stacks__"
-    cls.__raytrace_stacks__ = method  # type: ignore[attr-defined]
 
 
-def with_debug_group(ray_options: dict[str, Any]) -> dict[str, Any]:
-    """Actor options with :data:`DEBUG_GROUP` added to the user's concurrency groups."""
-    groups = dict(ray_options.get("concurrency_groups") or {})
-    groups.setdefault(DEBUG_GROUP, 1)
-    return {**ray_options, "concurrency_groups": groups}
+class NoStacksServerError(Exception):
+    """The process serves no stacks (not a debuggable actor, or it is gone)."""
+
+
+def read_stacks(node_id: str | None, pid: int, all_frames: bool, timeout: float) -> ProcessStacks:
+    """Ask the stacks server of process ``pid`` on this node, and wait for the answer.
+
+    Runs as a small task on the node of that process (it shares its log dir).
+
+    Raises:
+        NoStacksServerError: ``pid`` has no stacks server.
+        TimeoutError: No answer within ``timeout`` seconds.
+    """
+    fifo = _fifo_path(node_id, pid)
+    reply = fifo.parent / f"reply-{os.getpid()}-{os.urandom(4).hex()}.json"
+    request = json.dumps({"reply": reply.name, "all_frames": all_frames}).encode() + b"\n"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if not stat.S_ISFIFO(fifo.stat().st_mode):
+                raise NoStacksServerError(str(fifo))
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            break
+        except FileNotFoundError:
+            msg = f"process {pid} serves no stacks (no {fifo})"
+            raise NoStacksServerError(msg) from None
+        except OSError as exc:
+            # ENXIO: the server is between two requests (or gone): try again shortly.
+            if exc.errno != errno.ENXIO or time.monotonic() > deadline:
+                msg = f"process {pid} does not answer on {fifo}: {exc}"
+                raise NoStacksServerError(msg) from exc
+            time.sleep(0.01)
+    try:
+        os.write(fd, request)
+    finally:
+        os.close(fd)
+    while not reply.exists():
+        if time.monotonic() > deadline:
+            msg = f"process {pid} did not answer within {timeout} s"
+            raise TimeoutError(msg)
+        time.sleep(0.005)
+    try:
+        return _from_dict(json.loads(reply.read_text()))
+    finally:
+        with contextlib.suppress(OSError):
+            reply.unlink()
