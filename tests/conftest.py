@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,3 +82,30 @@ def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:
         and (e.get("function") == name or str(e.get("function")).startswith(name + "."))
         and (event is None or e["event"] == event)
     ]
+
+
+def wait_for_start(target: object, function_suffix: str) -> None:
+    """Wait until a call of ``target`` ending in ``function_suffix`` has started."""
+    deadline = time.monotonic() + 30
+    while not any(e["function"].endswith(function_suffix) for e in events_of(target, "call.start")):
+        assert time.monotonic() < deadline, f"{function_suffix} never started"
+        time.sleep(0.05)
+
+
+def listening_sockets(pid: int) -> set[str]:
+    """The TCP sockets process ``pid`` listens on (from /proc, no psutil needed)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.add(fields[1])
+    return found

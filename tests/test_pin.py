@@ -24,39 +24,12 @@ from raytrace_kit import (
     stacks,
 )
 
-from .conftest import events_of
+from .conftest import events_of, listening_sockets, wait_for_start
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 # Pinned runners hold their resources for the life of the job: keep them small here.
 SMALL = {"num_cpus": 0.1}
-
-
-def wait_for_start(target: object, function_suffix: str) -> None:
-    """Wait until a call of ``target`` ending in ``function_suffix`` has started."""
-    deadline = time.monotonic() + 30
-    while not any(e["function"].endswith(function_suffix) for e in events_of(target, "call.start")):
-        assert time.monotonic() < deadline, f"{function_suffix} never started"
-        time.sleep(0.05)
-
-
-def listening_sockets(pid: int) -> set[str]:
-    """The TCP sockets process ``pid`` listens on (from /proc, no psutil needed)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    found = set()
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
-                found.add(fields[1])
-    return found
 
 
 class TestPinnedFunction:
@@ -333,3 +306,113 @@ class TestDebuggers:
         with raytrace_kit.profile_cpu():
             ray.get(work.remote(2))
         assert listening_sockets(os.getpid()) == before
+
+
+def stacks_until_it_fails(actor: object) -> None:
+    """Ask for stacks until the (killed) actor's death is known, for 10 s at most."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        stacks(actor, timeout=5)
+        time.sleep(0.2)
+
+
+class TestStacksWithoutTouchingTheActor:
+    """stacks() reads an actor blocked in C code, names the running call, hides Ray's frames."""
+
+    @pytest.mark.parametrize("blocker", ["sleep", "lock"])
+    def test_blocked_in_c_code(self, blocker: str) -> None:
+        """time.sleep and lock.acquire release the GIL: the kit's server thread answers."""
+
+        @debuggable
+        @ray.remote
+        class Blocked:
+            def __init__(self) -> None:
+                self.lock = threading.Lock()
+                self.lock.acquire()
+
+            def wait_here(self, how: str) -> str:
+                if how == "sleep":
+                    time.sleep(4)
+                else:
+                    self.lock.acquire(timeout=4)
+                return threading.current_thread().name
+
+        actor = Blocked.remote()
+        ref = actor.wait_here.remote(blocker)
+        wait_for_start(Blocked, ".wait_here")
+        dump = stacks(actor, timeout=20)
+        thread = dump.find("wait_here")
+        assert thread is not None
+        assert thread.name == "MainThread"
+        assert thread.functions()[-1] == "wait_here"
+        source = "time.sleep(4)" if blocker == "sleep" else "self.lock.acquire(timeout=4)"
+        assert source in str(dump)
+        (call,) = thread.calls
+        start = [e for e in events_of(Blocked, "call.start") if e["function"].endswith("wait_here")]
+        assert call.call_id == start[-1]["call_id"]
+        assert call.task_id == start[-1]["task_id"]
+        assert call.function.endswith("Blocked.wait_here")
+        assert 0 < call.running_s < 20
+        assert f"running {call.function}" in str(dump)
+        assert "raytrace_kit-stacks" not in {t.name for t in dump.threads}
+        assert ray.get(ref) == "MainThread"  # the call went on, on the main thread
+        ray.kill(actor)
+
+    def test_user_frames_by_default_all_frames_on_request(self) -> None:
+        """Ray's and the kit's frames are hidden unless all_frames=True."""
+
+        @debuggable
+        @ray.remote
+        class Sleeper:
+            def nap(self) -> None:
+                time.sleep(3)
+
+        actor = Sleeper.remote()
+        ref = actor.nap.remote()
+        wait_for_start(Sleeper, ".nap")
+        short = stacks(actor).find("nap")
+        full = stacks(actor, all_frames=True).find("nap")
+        assert short is not None
+        assert full is not None
+        ray_dir = str(Path(ray.__file__).parent)
+        kit_dir = str(Path(raytrace_kit.__file__).parent)
+        assert not [f for f in short.frames if f[0].startswith((ray_dir, kit_dir))]
+        assert short.hidden > 0
+        assert [f for f in full.frames if f[0].startswith(ray_dir)]
+        assert [f for f in full.frames if f[0].startswith(kit_dir)]
+        ray.get(ref)
+        ray.kill(actor)
+
+    def test_no_network_port_in_the_actor(self) -> None:
+        """The stacks server listens on a FIFO in the log dir, never on a socket."""
+
+        @debuggable
+        @ray.remote
+        class Quiet:
+            def pid(self) -> int:
+                return os.getpid()
+
+        actor = Quiet.remote()
+        pid = ray.get(actor.pid.remote())
+        before = listening_sockets(pid)
+        stacks(actor)
+        assert listening_sockets(pid) == before
+        fifos = list((raytrace_kit.log_dir() / "stacks").glob(f"*-{pid}.fifo"))
+        assert len(fifos) == 1
+        assert oct(fifos[0].stat().st_mode & 0o777) == "0o600"
+        ray.kill(actor)
+
+    def test_stacks_of_a_dead_actor(self) -> None:
+        """A killed actor has no stacks: the error says so."""
+
+        @debuggable
+        @ray.remote
+        class Short:
+            def ping(self) -> int:
+                return 1
+
+        actor = Short.remote()
+        ray.get(actor.ping.remote())
+        ray.kill(actor)
+        with pytest.raises(raytrace_kit.InvalidTargetError, match=r"is dead|serves no stacks"):
+            stacks_until_it_fails(actor)

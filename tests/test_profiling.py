@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -335,3 +337,171 @@ def test_profile_names_are_safe_and_bounded(text: str) -> None:
     assert 0 < len(name) <= 80
     assert all(c.isascii() and (c.isalnum() or c in "_.-") for c in name)
     assert "/" not in name
+
+
+def build_buffer(mib: int) -> bytearray:
+    """The allocating function a user looks for in a memory profile."""
+    return bytearray(mib * MIB)
+
+
+BUILD_LINE = build_buffer.__code__.co_firstlineno + 2  # the `return bytearray(...)` line
+
+
+def biggest_stack(path: str | Path) -> list[tuple[str, str, int]]:
+    """(function, file, line) of the largest allocation at the peak, innermost first."""
+    reader = memray.FileReader(str(path))
+    try:
+        records = reader.get_high_watermark_allocation_records(merge_threads=True)
+        biggest = max(records, key=lambda record: record.size)
+        return list(biggest.stack_trace())
+    finally:
+        reader.close()
+
+
+def assert_names_the_allocator(path: str | Path, caller: str) -> None:
+    """The biggest record's stack: build_buffer at its line, called from ``caller``."""
+    stack = biggest_stack(path)
+    functions = [frame[0] for frame in stack]
+    assert functions[0] == "build_buffer", stack
+    assert stack[0][2] == BUILD_LINE
+    assert stack[0][1].endswith("test_profiling.py")
+    assert caller in functions, stack
+
+
+@debuggable(profile="memray")
+@ray.remote
+def builds_in_a_task(mib: int) -> int:
+    return len(build_buffer(mib))
+
+
+@debuggable(profile="memray")
+@ray.remote
+def builds_in_a_generator(mib: int):  # type: ignore[no-untyped-def]  # a generator task
+    yield len(build_buffer(mib))
+
+
+class TestMemrayStacks:
+    """memray captures name the user's allocating function and line, wherever it ran."""
+
+    def test_task(self) -> None:
+        """A task's capture: build_buffer, called from the task function."""
+        assert ray.get(builds_in_a_task.remote(20)) == 20 * MIB
+        (end,) = events_of(builds_in_a_task, "call.end")
+        assert_names_the_allocator(end["profile_path"], "builds_in_a_task")
+
+    def test_generator_task(self) -> None:
+        """A generator task's capture too."""
+        assert [ray.get(r) for r in builds_in_a_generator.remote(20)] == [20 * MIB]
+        (end,) = events_of(builds_in_a_generator, "call.end")
+        assert_names_the_allocator(end["profile_path"], "builds_in_a_generator")
+
+    def test_sync_and_async_actor_methods(self) -> None:
+        """Sync and async methods of one actor, each its own capture with its frames."""
+
+        @debuggable(profile="memray")
+        @ray.remote
+        class Builder:
+            def build(self, mib: int) -> int:
+                return len(build_buffer(mib))
+
+            async def build_async(self, mib: int) -> int:
+                await asyncio.sleep(0)
+                return len(build_buffer(mib))
+
+        builder = Builder.remote()
+        assert ray.get(builder.build.remote(20)) == 20 * MIB
+        assert ray.get(builder.build_async.remote(20)) == 20 * MIB
+        ends = {e["function"].rsplit(".", 1)[-1]: e for e in events_of(Builder, "call.end")}
+        assert_names_the_allocator(ends["build"]["profile_path"], "build")
+        assert_names_the_allocator(ends["build_async"]["profile_path"], "build_async")
+        ray.kill(builder)
+
+    def test_native_traces(self) -> None:
+        """native_traces=True: the records carry native frames as well."""
+        task = builds_in_a_task.with_debug(profile_options={"native_traces": True})
+        ray.get(task.remote(20))
+        (end,) = events_of(builds_in_a_task, "call.end")
+        assert_names_the_allocator(end["profile_path"], "builds_in_a_task")
+        reader = memray.FileReader(end["profile_path"])
+        biggest = max(
+            reader.get_high_watermark_allocation_records(merge_threads=True),
+            key=lambda record: record.size,
+        )
+        native = [frame[0] for frame in biggest.native_stack_trace()]
+        reader.close()
+        assert native
+        assert any("malloc" in name or "Py" in name for name in native)
+
+    def test_local_mode_call(self) -> None:
+        """A local call's capture, taken in this process."""
+        with raytrace_kit.local_mode():
+            assert ray.get(builds_in_a_task.remote(20)) == 20 * MIB
+        (end,) = events_of(builds_in_a_task, "call.end")
+        assert end["mode"] == "local"
+        assert_names_the_allocator(end["profile_path"], "builds_in_a_task")
+
+    def test_block_names_its_own_frame_and_its_callees(self) -> None:
+        """A profile_memory() block: allocations in the block's own frame and below."""
+
+        def block_body() -> tuple[Path, Path]:
+            with profile_memory() as direct:
+                kept = bytearray(30 * MIB)
+            del kept
+            with profile_memory() as called:
+                build_buffer(30)
+            assert direct.path is not None
+            assert called.path is not None
+            return direct.path, called.path
+
+        direct, called = block_body()
+        assert biggest_stack(direct)[0][0] == "block_body"
+        assert_names_the_allocator(called, "block_body")
+
+    def test_flamegraph_renders_offline_with_the_frames(self, tmp_path: Path) -> None:
+        """The HTML loads no script from a CDN and its data names the allocating function."""
+        ray.get(builds_in_a_task.remote(20))
+        (end,) = events_of(builds_in_a_task, "call.end")
+        page = flamegraph(end["profile_path"], out=tmp_path / "flame.html").read_text()
+        external = re.findall(r"<(?:script|link)[^>]*(?:src|href)=[\"']?https?://", page)
+        assert external == []
+        assert "build_buffer" in page
+        assert "builds_in_a_task" in page
+
+
+class TestUserTrackers:
+    """A program's own memray Tracker and the kit's: one at a time, never a crash of ours."""
+
+    def test_program_tracker_first_kit_capture_skipped(self, tmp_path: Path) -> None:
+        """The kit finds the program's tracker active: profile.skipped, the call goes on."""
+        with memray.Tracker(str(tmp_path / "mine.bin")), raytrace_kit.local_mode():
+            assert ray.get(builds_in_a_task.remote(20)) == 20 * MIB
+        (skipped,) = [e for e in raytrace_kit.read_events() if e["event"] == "profile.skipped"][-1:]
+        assert skipped["function"].endswith("builds_in_a_task")
+        assert "memray Tracker of the program is already active" in skipped["reason"]
+        (end,) = events_of(builds_in_a_task, "call.end")
+        assert end["status"] == "ok"
+        assert "profile_path" not in end
+        assert_names_the_allocator(tmp_path / "mine.bin", "builds_in_a_task")
+
+    def test_program_tracker_first_block_runs_unprofiled(self, tmp_path: Path) -> None:
+        """profile_memory() inside the program's own tracker warns instead of raising."""
+        with memray.Tracker(str(tmp_path / "mine.bin")):
+            with pytest.warns(RaytraceKitWarning, match="runs unprofiled"), profile_memory() as p:
+                build_buffer(1)
+            assert p.path is None
+
+    def test_kit_capture_first_program_tracker_gets_memrays_error(self) -> None:
+        """Documented limit: inside a profiled call, the program's Tracker gets memray's error."""
+
+        @debuggable(profile="memray")
+        @ray.remote
+        def starts_its_own(path: str) -> str:
+            try:
+                with memray.Tracker(path):
+                    pass
+            except RuntimeError as error:
+                return str(error)
+            return "started"
+
+        message = ray.get(starts_its_own.remote(os.devnull))
+        assert "No more than one Tracker instance can be active" in message

@@ -25,8 +25,9 @@ from raytrace_kit.exceptions import InvalidTargetError
 
 __all__ = ["stacks"]
 
-# While an actor is being created or restarted it has no process to ask yet.
-_WAITING_STATES = frozenset({"DEPENDENCIES_UNREADY", "PENDING_CREATION", "RESTARTING"})
+# While an actor is being created or restarted it has no process to ask yet; just after
+# .remote() the GCS may not know it at all ("MISSING").
+_WAITING_STATES = frozenset({"MISSING", "DEPENDENCIES_UNREADY", "PENDING_CREATION", "RESTARTING"})
 
 
 @functools.cache

@@ -153,6 +153,7 @@ def flamegraph(path: str | os.PathLike[str], out: str | os.PathLike[str] | None 
         "memray",
         "flamegraph",
         "--force",
+        "--no-web",  # local assets, not a CDN: renders offline, as on most clusters
         "-o",
         str(target),
         str(source),
