@@ -23,6 +23,34 @@ def interleave(variants: dict[str, Callable[[], float]], rounds: int) -> dict[st
     return samples
 
 
+def interleave_until_stable(
+    variants: dict[str, Callable[[], float]],
+    rounds: int,
+    max_rounds: int,
+    floors: list[tuple[str, str]],
+    tolerance: float = 0.03,
+) -> dict[str, list[float]]:
+    """:func:`interleave`, then more rounds until each noise floor is within ``tolerance``.
+
+    ``floors`` pairs two identical variants: their median ratio is the noise floor of the
+    run, and a ratio between two kit variants means nothing until it is small. Stops at
+    ``max_rounds`` whatever the floor (the report prints it, so a noisy run shows as such).
+    """
+    samples = interleave(variants, rounds)
+    while len(next(iter(samples.values()))) < max_rounds:
+        if all(abs(floor(samples, a, b) - 1) <= tolerance for a, b in floors):
+            break
+        more = interleave(variants, min(rounds, max_rounds - len(samples[floors[0][0]])))
+        for label, values in more.items():
+            samples[label].extend(values)
+    return samples
+
+
+def floor(samples: dict[str, list[float]], a: str, b: str) -> float:
+    """The median ratio of two identical variants: the noise floor."""
+    return statistics.median(samples[b]) / statistics.median(samples[a])
+
+
 def medians(samples: dict[str, list[float]]) -> dict[str, float]:
     """The median of each variant's samples."""
     return {label: statistics.median(values) for label, values in samples.items()}
@@ -41,4 +69,10 @@ def arguments(doc: str, calls: int, rounds: int) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--calls", type=int, default=calls)
     parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=rounds * 6,
+        help="keep adding rounds until two identical variants agree within 3%% (or this)",
+    )
     return parser.parse_args()

@@ -7,10 +7,12 @@ Compares, interleaved in one run (A B C A B C ...):
 on N trivial tasks and N actor calls (submitted together, then one ray.get), and prints
 the median time per variant and its ratio to plain.
 
-Targets (issue 2): log=False <= 1.03x plain, log=True <= 1.10x plain,
-`import raytrace_kit` adds <= 100 ms over `import ray`.
+Targets (issues 2, 9, 10): tasks log=True <= 1.05x plain; actor calls log=False <= 1.03x and
+log=True <= 1.10x plain; `import raytrace_kit` adds <= 100 ms over `import ray`. Rounds are
+added until the two identical plain variants agree within 3% (the printed noise floor), up to
+--max-rounds.
 
-Run: python benchmarks/overhead.py [--calls 2000] [--rounds 7]
+Run: python benchmarks/overhead.py [--calls 2000] [--rounds 7] [--max-rounds 42]
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 import time
 
 import ray
-from _harness import arguments, interleave
+from _harness import arguments, floor, interleave_until_stable
 
 from raytrace_kit import debuggable
 
@@ -75,6 +77,7 @@ def report(title: str, samples: dict[str, list[float]], n: int) -> None:
             f"  {label:<10} {med * 1e3:8.1f} ms  {med / n * 1e6:7.1f} us/call  "
             f"ratio {med / base:5.3f}x"
         )
+    print(f"  noise floor (plain (2) / plain): {floor(samples, 'plain', 'plain (2)'):5.3f}x")
 
 
 def main() -> None:
@@ -101,12 +104,14 @@ def main() -> None:
         time_tasks(variant, 200)
         time_actor(actors[label], 200)
 
-    both = interleave(
+    both = interleave_until_stable(
         {
             **{f"task {k}": (lambda v=v: time_tasks(v, n)) for k, v in variants.items()},
             **{f"actor {k}": (lambda a=a: time_actor(a, n)) for k, a in actors.items()},
         },
         args.rounds,
+        args.max_rounds,
+        [("task plain", "task plain (2)"), ("actor plain", "actor plain (2)")],
     )
     tasks = {k: both[f"task {k}"] for k in variants}
     calls = {k: both[f"actor {k}"] for k in actors}

@@ -35,6 +35,7 @@ def body() -> int:
 @ray.remote
 def measure(rounds: int) -> dict[str, list[float]]:
     import memray  # noqa: PLC0415 -- runs in the worker
+
     from raytrace_kit._options import CallSpec, DebugOptions  # noqa: PLC0415
     from raytrace_kit._worker.boundary import run  # noqa: PLC0415
 

@@ -41,7 +41,9 @@ def main() -> None:
         time.sleep(0.5)
         stuck = crunch.stacks().find("crunch")
         assert stuck is not None
-        print("\nwhile the slow call runs, its thread is in:")
+        (call,) = stuck.calls
+        print(f"\nthread {stuck.name!r} runs {call.function} for {call.running_s:.1f}s")
+        print(f"(call {call.call_id}); its frames, with Ray's and the kit's hidden:")
         for filename, lineno, function, line in stuck.frames[-2:]:
             print(f"  {os.path.basename(filename)}:{lineno} {function}: {line}")
         print(f"slow call result: {ray.get(slow)}")
