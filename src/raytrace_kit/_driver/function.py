@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from typing_extensions import ParamSpec
 
-from raytrace_kit import _ray_compat
+from raytrace_kit import _process, _ray_compat
 from raytrace_kit._driver import pinning
 from raytrace_kit._driver.proxy import Debuggable, make_remote
 from raytrace_kit._driver.stacks import stacks as actor_stacks
@@ -91,8 +91,12 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
     # --- pin=True: one dedicated process ---
 
     def _runner(self) -> Any:
+        slot = self._shared.runner
+        cached = slot.runner
+        if cached is not None and cached[0] is _process.process_identity():
+            return cached[1]  # every call but the first: no options to merge
         pin = self._options.pin or Pin()
-        return self._shared.runner.handle(self._python, self._task_options(), pin)
+        return slot.handle(self._python, self._task_options(), pin)
 
     def _call_pinned(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         runner = self._runner()

@@ -58,8 +58,8 @@ def stacks(handle: Any, timeout: float = 30, *, all_frames: bool = False) -> Pro
             class (a ``TypeError``).
         TimeoutError: No answer within ``timeout`` seconds.
     """
-    if isinstance(handle, LocalActorHandle):
-        return process_stacks(all_frames=all_frames)
+    if isinstance(handle, LocalActorHandle):  # it lives here: this process's threads
+        return process_stacks(all_frames=all_frames, include_caller=True)
     if not isinstance(handle, ray.actor.ActorHandle):
         msg = (
             f"stacks() needs the handle of an actor of a @debuggable class (or use a pinned "

@@ -15,6 +15,7 @@ C code delays the answer until it lets go.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import json
@@ -129,10 +130,13 @@ class ProcessStacks:
         return next((t for t in self.threads if function in t.functions()), None)
 
 
-def process_stacks(all_frames: bool = False) -> ProcessStacks:
-    """The stacks of every thread of this process but the calling one, now."""
+def process_stacks(all_frames: bool = False, *, include_caller: bool = False) -> ProcessStacks:
+    """The stacks of every thread of this process, now.
+
+    The calling thread is left out (it is the server answering) unless ``include_caller``.
+    """
     names = {t.ident: t.name for t in threading.enumerate()}
-    me = threading.get_ident()
+    me = None if include_caller else threading.get_ident()
     now = time.perf_counter()
     calls: dict[int, list[RunningCall]] = {}
     for call in list(_process.state.running_calls.values()):
@@ -188,11 +192,17 @@ def serve() -> None:
             with contextlib.suppress(FileNotFoundError):
                 fifo.unlink()  # left by an earlier process with this pid
             os.mkfifo(fifo, 0o600)
+            atexit.register(_unlink, fifo)  # on a clean exit; a new process reuses the name
             thread = threading.Thread(
                 target=_serve_forever, args=(fifo,), name="raytrace_kit-stacks", daemon=True
             )
             thread.start()
             state.stacks_server = thread
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def _serve_forever(fifo: Path) -> None:
@@ -211,7 +221,10 @@ def _answer(directory: Path, request: dict[str, Any]) -> None:
     reply = directory / Path(str(request["reply"])).name  # only ever in this directory
     stacks = process_stacks(all_frames=bool(request.get("all_frames")))
     partial = reply.with_suffix(".part")
-    partial.write_text(json.dumps(_to_dict(stacks)))
+    # 0600, like the FIFO: source lines of the frames are for this user only.
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(_to_dict(stacks), out)
     partial.replace(reply)
 
 
