@@ -33,6 +33,7 @@ from raytrace_kit._worker.debugger import DebuggerEndpoint, attach_debugger
 from raytrace_kit._worker.runner import PinnedWorker
 from raytrace_kit._worker.stacks import ProcessStacks, ThreadStack
 from raytrace_kit.exceptions import (
+    EventsNotFoundError,
     InvalidOptionError,
     InvalidTargetError,
     InvalidValueError,
@@ -56,6 +57,7 @@ __all__ = [
     "DebuggableActorClass",
     "DebuggableFunction",
     "DebuggerEndpoint",
+    "EventsNotFoundError",
     "InvalidOptionError",
     "InvalidTargetError",
     "InvalidValueError",

@@ -123,6 +123,12 @@ class Pin:
     process: bool = True
 
     def __post_init__(self) -> None:
+        if self.node_id is None and not self.process:
+            msg = (
+                "Pin(process=False) without a node_id pins nothing: give node_id=... to choose "
+                "the node, or leave process=True for one dedicated process."
+            )
+            raise InvalidOptionError(msg, "pin")
         if self.node_id is not None and not _NODE_ID.match(self.node_id):
             msg = (
                 f"pin node id {self.node_id!r} is not a Ray node id (56 hex digits); "
@@ -229,7 +235,42 @@ def validate_profile_options(kind: str | None, options: dict[str, Any]) -> str |
             f"unknown {kind} option(s) {', '.join(unknown)}; valid ones are: "
             f"{', '.join(sorted(allowed))}."
         )
+    for name, value in options.items():
+        check, expected = _OPTION_VALUES[name]
+        if not check(value):
+            return f"{kind} option {name}={value!r} is not valid: expected {expected}."
     return None
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_file_format(value: object) -> bool:
+    # By name, or memray's own FileFormat member (an enum whose name is one of these).
+    return getattr(value, "name", value) in _FILE_FORMATS
+
+
+def _is_positive_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _is_positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+_FILE_FORMATS = ("ALL_ALLOCATIONS", "AGGREGATED_ALLOCATIONS")
+_BOOL = (_is_bool, "True or False")
+_OPTION_VALUES: dict[str, tuple[Any, str]] = {
+    "native_traces": _BOOL,
+    "trace_python_allocators": _BOOL,
+    "follow_fork": _BOOL,
+    "file_format": (_is_file_format, "'ALL_ALLOCATIONS' or 'AGGREGATED_ALLOCATIONS'"),
+    "memory_interval_ms": (_is_positive_int, "a positive whole number of milliseconds"),
+    "timeunit": (_is_positive_number, "a positive number (seconds per timer unit)"),
+    "subcalls": _BOOL,
+    "builtins": _BOOL,
+}
 
 
 def qualified_name(obj: Any) -> str:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from raytrace_kit._serialization.report import SerializationReport
 
 __all__ = [
+    "EventsNotFoundError",
     "InvalidOptionError",
     "InvalidTargetError",
     "InvalidValueError",
@@ -80,6 +81,10 @@ class NotSerializableError(RaytraceKitError, TypeError):
 
 class NodeNotFoundError(RaytraceKitError, ValueError):
     """A pinned call or actor names a node that does not exist or is dead."""
+
+
+class EventsNotFoundError(RaytraceKitError, FileNotFoundError):
+    """There are no event files where they were looked for."""
 
 
 class ProfileError(RaytraceKitError, RuntimeError):

@@ -119,6 +119,62 @@ MISUSES: list[tuple[str, Callable[[Path], Any], type[Exception], type[Exception]
         "use Holder.remote(...)",
     ),
     (
+        "stacks(the class)",
+        lambda _: raytrace_kit.stacks(debuggable(Holder)),
+        InvalidTargetError,
+        TypeError,
+        "takes an actor handle, not the actor class",
+    ),
+    (
+        "profile_summary(not a profile)",
+        lambda tmp: raytrace_kit.profile_summary(_write(tmp / "notes.bin", "hello")),
+        ProfileError,
+        RuntimeError,
+        "is not a memray capture or a cProfile .prof file",
+    ),
+    (
+        "profile_summary(a .prof that is not)",
+        lambda tmp: raytrace_kit.profile_summary(_write(tmp / "notes.prof", "hello")),
+        ProfileError,
+        RuntimeError,
+        "is not a cProfile file",
+    ),
+    (
+        "local_mode(enabled='no')",
+        lambda _: raytrace_kit.local_mode(enabled="no").__enter__(),  # type: ignore[arg-type]
+        UsageError,
+        TypeError,
+        "local_mode(True) turns local mode on",
+    ),
+    (
+        "Pin(process=False) without a node",
+        lambda _: raytrace_kit.Pin(process=False),
+        raytrace_kit.InvalidOptionError,
+        TypeError,
+        "pins nothing: give node_id=",
+    ),
+    (
+        "read_events(missing)",
+        lambda tmp: raytrace_kit.read_events(tmp / "nowhere"),
+        raytrace_kit.EventsNotFoundError,
+        FileNotFoundError,
+        "no such file or directory. Pass an event file",
+    ),
+    (
+        "profile_memory(path=existing)",
+        lambda tmp: raytrace_kit.profile_memory(_write(tmp / "old.bin", "")),
+        InvalidValueError,
+        ValueError,
+        "memray never overwrites a capture. Pass a new path",
+    ),
+    (
+        "attach_debugger(port='abc')",
+        lambda _: raytrace_kit.attach_debugger(port="abc"),  # type: ignore[arg-type]
+        InvalidValueError,
+        ValueError,
+        "a port is a whole number from 0 to 65535",
+    ),
+    (
         "@debuggable on an int",
         lambda _: debuggable(3),
         InvalidTargetError,

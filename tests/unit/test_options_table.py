@@ -41,6 +41,22 @@ REJECTED: list[tuple[dict[str, Any], str]] = [
     ({"profile": "memray", "profile_options": {"timeunit": 1}}, "unknown memray option(s)"),
     ({"profile_scope": "actor"}, "profile_scope='actor' needs a profiler"),
     ({"pin": 3}, "expected True, a node id string"),
+    (
+        {"profile": "memray", "profile_options": {"file_format": "NOPE"}},
+        "file_format='NOPE' is not valid: expected 'ALL_ALLOCATIONS' or 'AGGREGATED_ALLOCATIONS'",
+    ),
+    (
+        {"profile": "memray", "profile_options": {"native_traces": "yes"}},
+        "native_traces='yes' is not valid: expected True or False",
+    ),
+    (
+        {"profile": "memray", "profile_options": {"memory_interval_ms": 0}},
+        "expected a positive whole number of milliseconds",
+    ),
+    (
+        {"profile": "cprofile", "profile_options": {"timeunit": "fast"}},
+        "timeunit='fast' is not valid: expected a positive number",
+    ),
     ({"pin": "node-1"}, "is not a Ray node id (56 hex digits)"),
 ]
 

@@ -11,18 +11,17 @@ import contextlib
 import contextvars
 import functools
 import os
-import warnings
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
 from raytrace_kit._options import ProfileKind, validate_profile_options
-from raytrace_kit._output import paths
+from raytrace_kit._output import paths, writer
 from raytrace_kit._reports.events import read_events
 from raytrace_kit._reports.profiles import ProfileSummary, profile_summary
 from raytrace_kit._worker import profilers
-from raytrace_kit.exceptions import InvalidValueError, ProfileNotFoundError, RaytraceKitWarning
+from raytrace_kit.exceptions import InvalidValueError, ProfileNotFoundError
 
 __all__ = ["BLOCK", "ProfileBlock", "profile_cpu", "profile_memory"]
 
@@ -89,23 +88,30 @@ BLOCK: contextvars.ContextVar[ProfileBlock | None] = contextvars.ContextVar(
 class _PythonBlock(ProfileBlock):
     """A cProfile block, or a block that runs unprofiled (and says why)."""
 
-    def __init__(self, kind: ProfileKind, path: Path | None, options: dict[str, Any]) -> None:
+    def __init__(
+        self, kind: ProfileKind, path: Path | None, options: dict[str, Any], reason: str = ""
+    ) -> None:
         self._options = options
         self._running: profilers.Running | None = None
+        self._reason = reason  # set: why this block cannot profile (_wanted is then None)
         block_id = os.urandom(6).hex()
-        self._wanted = paths.block_profile_path(kind, block_id) if path is None else path
         self.kind, self.path, self.id = kind, None, block_id
+        if reason:
+            self._wanted: Path | None = None
+        else:
+            self._wanted = paths.block_profile_path(kind, block_id) if path is None else path
 
     def __enter__(self) -> ProfileBlock:
         kind = self.kind
+        reason = self._reason
         if self._wanted is not None:
-            self._running = profilers.start(kind, self._wanted, self._options, "block")
+            started = profilers.start(kind, self._wanted, self._options, "block")
+            if isinstance(started, profilers.Running):
+                self._running = started
+            else:
+                reason = started
         if self._running is None:
-            warnings.warn(
-                f"raytrace_kit: the {kind} block runs unprofiled (see the profile.skipped event).",
-                RaytraceKitWarning,
-                stacklevel=2,
-            )
+            writer.warn(f"raytrace_kit: the {kind} block runs unprofiled: {reason}.", stacklevel=3)
         self._setup(kind, None if self._running is None else self._wanted, self.id)
         return self
 
@@ -148,16 +154,17 @@ def _memray_block_class() -> Any:
 def _memory_block(path: Path | None, options: dict[str, Any]) -> ProfileBlock:
     block_id = os.urandom(6).hex()
     file = paths.block_profile_path("memray", block_id) if path is None else path
-    if profilers.claim("memray", "block"):
+    reason = profilers.claim("memray", "block")
+    if reason is None:
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
             block = _memray_block_class()(str(file), **profilers.memray_options(options))
         except Exception as exc:
-            profilers.failed("memray", "block", exc)
+            reason = profilers.failed("memray", "block", exc)
         else:
             block._setup("memray", file, block_id)
             return cast("ProfileBlock", block)
-    return _PythonBlock("memray", None, {})  # warns on entry, runs unprofiled
+    return _PythonBlock("memray", None, {}, reason)  # warns on entry, runs unprofiled
 
 
 def profile_memory(
@@ -178,7 +185,8 @@ def profile_memory(
         A context manager giving a :class:`ProfileBlock` (``p.path``, ``p.summary()``).
 
     Raises:
-        InvalidValueError: An option memray does not take (a ``ValueError``).
+        InvalidValueError: An option memray does not take, or ``path`` exists already (a
+            ``ValueError``).
 
     Example:
         >>> with profile_memory() as p:
@@ -188,6 +196,13 @@ def profile_memory(
     problem = validate_profile_options("memray", memray_options)
     if problem:
         raise InvalidValueError(problem)
+    if path is not None and Path(path).exists():
+        msg = (
+            f"profile_memory(path={str(path)!r}): the file exists, and memray never overwrites "
+            "a capture. Pass a new path, delete the old file, or leave path out (a new file "
+            "in log_dir()/'profiles')."
+        )
+        raise InvalidValueError(msg)
     return _memory_block(None if path is None else Path(path), memray_options)  # type: ignore[return-value]
 
 

@@ -14,6 +14,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raytrace_kit import _ray_compat
+from raytrace_kit._driver.actor_class import DebuggableActorClass
 from raytrace_kit._local.actors import LocalActorHandle
 from raytrace_kit._worker.stacks import (
     NoStacksServerError,
@@ -60,6 +61,12 @@ def stacks(handle: Any, timeout: float = 30, *, all_frames: bool = False) -> Pro
     """
     if isinstance(handle, LocalActorHandle):  # it lives here: this process's threads
         return process_stacks(all_frames=all_frames, include_caller=True)
+    if isinstance(handle, type | DebuggableActorClass | _ray_compat.ActorClass):
+        msg = (
+            "stacks() takes an actor handle, not the actor class: create the actor first, "
+            "handle = Cls.remote(...), then stacks(handle)."
+        )
+        raise InvalidTargetError(msg)
     if not isinstance(handle, ray.actor.ActorHandle):
         msg = (
             f"stacks() needs the handle of an actor of a @debuggable class (or use a pinned "

@@ -31,12 +31,7 @@ def set_local_mode(enabled: bool, *, copy: bool = True, post_mortem: bool = Fals
         copy: Copy arguments and results through Ray's serializer, as Ray does.
         post_mortem: Open ``pdb.post_mortem`` when a local call raises.
     """
-    if not isinstance(enabled, bool):
-        msg = (  # type: ignore[unreachable]  # untyped callers
-            f"set_local_mode() takes True or False, not {enabled!r}: "
-            "set_local_mode(True) turns local mode on, set_local_mode(False) off."
-        )
-        raise UsageError(msg)
+    _require_bool("set_local_mode", enabled)
     if enabled:
         activate()
     _process.state.local_setting = LocalConfig(enabled=enabled, copy=copy, post_mortem=post_mortem)
@@ -67,6 +62,7 @@ def local_mode(
         >>> with local_mode():
         ...     result = ray.get(transform.remote(data))  # runs here; breakpoint() works
     """
+    _require_bool("local_mode", enabled)
     if enabled:
         activate()
     token = mode.OVERRIDE.set(LocalConfig(enabled=enabled, copy=copy, post_mortem=post_mortem))
@@ -74,6 +70,16 @@ def local_mode(
         yield
     finally:
         mode.OVERRIDE.reset(token)
+
+
+def _require_bool(function: str, enabled: object) -> None:
+    """``enabled`` must be a real bool: ``"no"`` would otherwise turn local mode on."""
+    if not isinstance(enabled, bool):
+        msg = (
+            f"{function}() takes True or False, not {enabled!r}: "
+            f"{function}(True) turns local mode on, {function}(False) off."
+        )
+        raise UsageError(msg)
 
 
 if os.environ.get(ENV_LOCAL_MODE, "").strip().lower() in {"1", "true", "yes", "on"}:

@@ -82,8 +82,19 @@ def _chain() -> tuple[Any, tuple[Processor, ...]]:
     )
     # Typed Any: structlog types the class it returns as the FilteringBoundLogger protocol,
     # whose constructor takes no arguments.
-    bound_logger: Any = structlog.make_filtering_bound_logger(logging.NOTSET)
-    return bound_logger, processors
+    base: Any = structlog.make_filtering_bound_logger(logging.NOTSET)
+
+    class _NeverRaises(base):  # type: ignore[misc]  # a class made at run time
+        """Logging never raises into the user's code: a failure is reported once."""
+
+        def _proxy_to_logger(self, method_name: str, event: Any = None, **kw: Any) -> Any:
+            try:
+                return super()._proxy_to_logger(method_name, event, **kw)
+            except Exception as exc:
+                writer.report_failure("log-event", "cannot render a get_logger() event", exc)
+                return None
+
+    return _NeverRaises, processors
 
 
 class _FileSink:

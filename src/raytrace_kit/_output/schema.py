@@ -49,11 +49,15 @@ __all__ = [
     "members",
     "now",
     "profile_members",
+    "safe_str",
     "serialization_fields",
 ]
 
 FIRST_KEYS = ("timestamp", "level", "event")
 ERROR_CHARS = 2000  # enough for any useful message; bounds one runaway str(exc)
+# Each value of an event is capped at this many characters of JSON (documented in
+# docs/logging.md): one 5 MB value must not make one 5 MB line.
+VALUE_CHARS = 4096
 
 # One encoder for the process: json.dumps() with options builds a new one per call.
 _ENCODER = json.JSONEncoder(default=repr, ensure_ascii=False, separators=(",", ":"))
@@ -78,6 +82,14 @@ def now() -> str:
 def members(fields: Mapping[str, Any]) -> str:
     """Render ``fields`` as JSON object members (no braces), to splice into a line."""
     return _ENCODER.encode(fields)[1:-1]
+
+
+def safe_str(value: object) -> str:
+    """``str(value)``, or a placeholder naming the type when its ``__str__`` raises."""
+    try:
+        return str(value)
+    except Exception as exc:
+        return f"<{type(value).__name__} whose __str__ raised {type(exc).__name__}>"
 
 
 def _quoted(value: str | None) -> str:
@@ -133,7 +145,7 @@ def end_members(duration_s: float, error: BaseException | None) -> str:
             {
                 "status": "error",
                 "error_type": type(error).__name__,
-                "error": str(error)[:ERROR_CHARS],
+                "error": safe_str(error)[:ERROR_CHARS],
             }
         )
     rss, private, max_rss = _process.memory_figures()
@@ -160,10 +172,34 @@ def call_line(event: str, level: str, call_fragment: str, tail: str = "") -> byt
 
 
 def event_line(fields: Mapping[str, Any]) -> bytes:
-    """Any other event as one line: the first keys first, then the rest in their order."""
+    """Any other event as one line: the first keys first, then the rest in their order.
+
+    Never raises: a value JSON cannot hold is written as its ``repr``; a value whose
+    ``repr`` raises, a cyclic container or an int too long to print becomes a placeholder
+    naming its type; a value longer than :data:`VALUE_CHARS` is cut, saying so.
+    """
     ordered = {key: fields.get(key) for key in FIRST_KEYS}
     ordered.update((k, v) for k, v in fields.items() if k not in ordered)
-    return _ENCODER.encode(ordered).encode("utf-8", "backslashreplace") + b"\n"
+    try:
+        text = _ENCODER.encode(ordered)
+    except Exception:
+        text = ""
+    if not text or len(text) > VALUE_CHARS:  # a value may be too long or unrenderable
+        text = "{" + ",".join(_member(key, value) for key, value in ordered.items()) + "}"
+    return text.encode("utf-8", "backslashreplace") + b"\n"
+
+
+def _member(key: object, value: object) -> str:
+    name = _ENCODER.encode(key if isinstance(key, str) else safe_str(key))
+    try:
+        rendered = _ENCODER.encode(value)
+    except Exception as exc:
+        placeholder = f"<unrenderable {type(value).__name__}: {type(exc).__name__}>"
+        return f"{name}:{_ENCODER.encode(placeholder)}"
+    if len(rendered) > VALUE_CHARS:
+        cut = f"{rendered[:VALUE_CHARS]}... <cut: {len(rendered)} characters>"
+        rendered = _ENCODER.encode(cut)
+    return f"{name}:{rendered}"
 
 
 def serialization_fields(
@@ -189,7 +225,7 @@ def failure_record(what: str, error: BaseException) -> str:
         "event": "instrumentation.error",
         "what": what,
         "error_type": type(error).__name__,
-        "error": str(error),
+        "error": safe_str(error)[:ERROR_CHARS],
         "pid": os.getpid(),
     }
     return json.dumps(record) + "\n"

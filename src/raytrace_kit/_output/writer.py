@@ -7,9 +7,11 @@ to the same per-process file, so they share one schema (see :mod:`.schema`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,38 @@ from raytrace_kit._output import paths, schema
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit.exceptions import RaytraceKitWarning
 
-__all__ = ["EventWriter", "emit", "emit_call", "report_failure", "write_line"]
+__all__ = [
+    "EventWriter",
+    "emit",
+    "emit_call",
+    "report_failure",
+    "rotation_limits",
+    "warn",
+    "write_line",
+]
+
+# A deleted or replaced event file is noticed within this many seconds.
+_CHECK_SECONDS = 1.0
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def rotation_limits() -> tuple[int, int]:
+    """``(max bytes per file, backups kept)``: the kit's variables, else Ray's, else Ray's defaults.
+
+    ``RAYTRACE_ROTATION_MAX_BYTES`` / ``RAYTRACE_ROTATION_BACKUP_COUNT`` win over Ray's own
+    ``RAY_ROTATION_MAX_BYTES`` / ``RAY_ROTATION_BACKUP_COUNT`` (512 MiB and 5 by default,
+    as for Ray's logs). A max of 0 turns rotation off.
+    """
+    size = os.environ.get("RAYTRACE_ROTATION_MAX_BYTES") or os.environ.get(
+        "RAY_ROTATION_MAX_BYTES", str(512 * 1024 * 1024)
+    )
+    count = os.environ.get("RAYTRACE_ROTATION_BACKUP_COUNT") or os.environ.get(
+        "RAY_ROTATION_BACKUP_COUNT", "5"
+    )
+    try:
+        return max(int(size), 0), max(int(count), 1)
+    except ValueError:
+        return 512 * 1024 * 1024, 5
 
 
 class EventWriter:
@@ -28,52 +61,141 @@ class EventWriter:
     Each line goes to the kernel in one ``os.write`` on an ``O_APPEND`` descriptor, under a
     lock: it is on disk for every reader as soon as :meth:`write` returns (a SIGKILL of this
     process loses nothing already written), and lines from concurrent threads never
-    interleave.
+    interleave. Beyond that:
+
+    - a line cut short (disk full) is never continued by the next one, which starts on a
+      fresh line, so a reader loses only the cut line;
+    - a deleted or replaced file (a log cleaner, ``rm -rf`` of the log dir) is noticed
+      within a second and recreated, with a warning and an ``events.reopened`` event;
+    - the file rotates at a size limit (:func:`rotation_limits`): ``events-X.jsonl``
+      becomes ``events-X.1.jsonl``, the older ones shift, the oldest is dropped;
+    - symbolic links are not followed (``O_NOFOLLOW``), descriptors do not leak into
+      child processes (``O_CLOEXEC``).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
         self._lock = threading.Lock()
+        self._identity: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the open file
+        self._size = 0
+        self._checked = 0.0
+        self._cut = False  # the last line was cut short: start the next on a fresh line
+        self._limits = rotation_limits()
 
     def write(self, line: bytes) -> None:
         """Append ``line`` (which ends in a newline).
 
         Raises:
-            OSError: The file cannot be opened or written.
+            OSError: The file cannot be opened or written (the line may be cut short).
         """
         with self._lock:
             fd = self._fd
             if fd is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = self._fd = os.open(
-                    self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
-                )
-            written = os.write(fd, line)
-            if written != len(line):  # a short write: only on signals or a full disk
-                view = memoryview(line)[written:]
-                while view:
-                    view = view[os.write(fd, view) :]
+                fd = self._open()
+            else:
+                now = time.monotonic()
+                if now - self._checked >= _CHECK_SECONDS:
+                    self._checked = now
+                    fd = self._reopen_if_gone(fd)
+            if self._cut:
+                line = b"\n" + line
+            max_bytes = self._limits[0]
+            if max_bytes and self._size + len(line) > max_bytes and self._size:
+                fd = self._rotate(fd)
+            self._append(fd, line)
+
+    def _append(self, fd: int, line: bytes) -> None:
+        view = memoryview(line)
+        try:
+            while view:
+                written = os.write(fd, view)
+                self._size += written
+                view = view[written:]
+        except OSError:
+            # Nothing of a line is written, or part of it: only the part must be fenced off.
+            self._cut = len(view) < len(line) or self._cut
+            raise
+        self._cut = False
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, _OPEN_FLAGS, 0o644)
+        info = os.fstat(fd)
+        self._fd, self._identity, self._size = fd, (info.st_dev, info.st_ino), info.st_size
+        self._checked = time.monotonic()
+        # A file that does not end in a newline was cut short (by this or another process).
+        self._cut = info.st_size > 0 and _last_byte(fd, info.st_size) != b"\n"
+        return fd
+
+    def _reopen_if_gone(self, fd: int) -> int:
+        try:
+            info = os.stat(self.path, follow_symlinks=False)
+            if (info.st_dev, info.st_ino) == self._identity:
+                return fd
+            reason = "replaced"
+        except FileNotFoundError:
+            reason = "deleted"
+        self._close()
+        fd = self._open()
+        report_failure(
+            f"reopened:{self.path}",
+            f"the event file {self.path} was {reason}; a new one was started",
+            FileNotFoundError(errno.ENOENT, reason, str(self.path)),
+        )
+        line = schema.event_line(
+            {
+                "timestamp": schema.now(),
+                "level": "warning",
+                "event": "events.reopened",
+                "reason": reason,
+                "pid": os.getpid(),
+            }
+        )
+        self._append(fd, line)
+        return fd
+
+    def _rotate(self, fd: int) -> int:
+        _max_bytes, backups = self._limits
+        self._close()
+        stem = self.path.name.removesuffix(".jsonl")
+        for number in range(backups, 0, -1):
+            older = self.path.with_name(f"{stem}.{number}.jsonl")
+            newer = self.path if number == 1 else self.path.with_name(f"{stem}.{number - 1}.jsonl")
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(newer, older)
+        return self._open()
+
+    def _close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def close(self) -> None:
         """Close the file; a later :meth:`write` reopens it."""
         with self._lock:
-            fd, self._fd = self._fd, None
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            self._close()
 
     def forget(self) -> None:
         """In a forked child: close this process's copy of the descriptor, never reuse it."""
         self._lock = threading.Lock()  # another thread may have held it at the fork
-        self.close()
+        self._close()
+
+
+def _last_byte(fd: int, size: int) -> bytes:
+    try:
+        return os.pread(fd, 1, size - 1)
+    except OSError:
+        return b"\n"
 
 
 def _writer(identity: _process.ProcessIdentity | None = None) -> EventWriter:
     """Return the event file of this process, for the current session.
 
     A worker resolves its file once for life; a driver once per identity (per Ray
-    connection): the directory and ``RAYTRACE_LOG_DIR`` are read then, not per event.
+    connection): the directory and ``RAYTRACE_LOG_DIR`` are read then, not per event. A
+    driver's file of an earlier connection is closed then (one per ``ray.init``).
     """
     state = _process.state
     writer = state.worker_writer
@@ -92,6 +214,8 @@ def _writer(identity: _process.ProcessIdentity | None = None) -> EventWriter:
     if identity.is_worker:
         state.worker_writer = writer
     else:
+        if cached is not None and cached[1] is not writer:
+            cached[1].close()  # the previous session's file: ray.shutdown() came before
         state.driver_writer = (identity, writer)
     return writer
 
@@ -132,11 +256,32 @@ def report_failure(key: str, what: str, exc: BaseException) -> None:
     if key in state.warned:
         return
     state.warned.add(key)
-    message = f"raytrace_kit: {what} ({type(exc).__name__}: {exc}); the call goes on."
-    try:
+    with contextlib.suppress(Exception):  # reporting must never break the call
         sys.stderr.write(schema.failure_record(what, exc))
-        warnings.warn(message, RaytraceKitWarning, stacklevel=3)
+    warn(f"raytrace_kit: {what} ({type(exc).__name__}: {exc}); the call goes on.", stacklevel=4)
+
+
+def warn(message: str, stacklevel: int = 3) -> None:
+    """Issue a :class:`RaytraceKitWarning` that never breaks the program, with one exception.
+
+    Warnings turned into errors in general (``PYTHONWARNINGS=error``, ``-W error``) do not
+    make the kit raise into the user's code: its promise is that the call goes on. A filter
+    that names ``RaytraceKitWarning`` itself (``-W error::raytrace_kit.RaytraceKitWarning``,
+    as the kit's own tests use) asked for exactly this, and is honoured: the warning is
+    raised.
+    """
+    try:
+        warnings.warn(message, RaytraceKitWarning, stacklevel=stacklevel)
     except RaytraceKitWarning:
-        raise  # a test or user turned our warnings into errors: honour that
-    except Exception:  # noqa: S110 -- reporting must never break the call
+        if _errors_asked_for():
+            raise
+    except Exception:  # noqa: S110 -- a broken warnings filter must not break the call
         pass
+
+
+def _errors_asked_for() -> bool:
+    """Whether the first filter matching our warnings turns them, by name, into errors."""
+    for action, _message, category, _module, _lineno in warnings.filters:
+        if isinstance(category, type) and issubclass(RaytraceKitWarning, category):
+            return action == "error" and issubclass(category, RaytraceKitWarning)
+    return False

@@ -83,17 +83,29 @@ def profile_summary(path: str | os.PathLike[str], top: int = 10) -> ProfileSumma
 
     Raises:
         ProfileNotFoundError: ``path`` does not exist (a ``FileNotFoundError``).
+        ProfileError: ``path`` is not a profile file (a ``RuntimeError``).
     """
     file = Path(path)
     if not file.is_file():
         msg = f"no profile file at {file}: pass a call's profile_path or a block's p.path."
         raise ProfileNotFoundError(msg)
     if file.suffix == ".prof":
-        stats = cpu_stats([file], top=top)
+        try:
+            stats = cpu_stats([file], top=top)
+        except (OSError, ValueError, TypeError, EOFError) as exc:  # what pstats raises
+            msg = f"{file} is not a cProfile file ({type(exc).__name__}: {exc})."
+            raise ProfileError(msg) from exc
         return ProfileSummary("cprofile", file, None, tuple(stats.rows()))
     import memray  # noqa: PLC0415
 
-    reader = memray.FileReader(str(file))
+    try:
+        reader = memray.FileReader(str(file))
+    except Exception as exc:
+        msg = (
+            f"{file} is not a memray capture or a cProfile .prof file ({exc}): pass a call's "
+            "profile_path or a block's p.path."
+        )
+        raise ProfileError(msg) from exc
     try:
         records = sorted(
             reader.get_high_watermark_allocation_records(merge_threads=True),

@@ -35,6 +35,10 @@ class SerializationFailure:
             ``argument`` or ``return``.
         type_name: The type of the value, e.g. ``multiprocessing.pool.Pool``.
         error: What the serializer said.
+        safe_name: ``name`` with dict keys and set members given by position and type
+            (``config[<str key #0>]``): what the ``serialization.fail`` event records, as
+            the keys of call data may be secrets.
+        safe_path: ``path`` in the same way.
     """
 
     name: str
@@ -42,6 +46,8 @@ class SerializationFailure:
     scope: Scope
     type_name: str
     error: str
+    safe_name: str = ""
+    safe_path: tuple[str, ...] = ()
 
     @property
     def dotted_path(self) -> str:
@@ -163,12 +169,16 @@ def error_message(report: SerializationReport, context: str) -> str:
 def reject(report: SerializationReport, context: str, function: str) -> NoReturn:
     """Log a ``serialization.fail`` event, then raise :class:`NotSerializableError`.
 
-    The event names the culprits (name, path, scope, type), never their values.
+    The event names the culprits (name, path, scope, type), never their values: dict keys
+    and set members are given by position and type.
 
     Raises:
         NotSerializableError: Always, carrying ``report``.
     """
-    failures = [(f.name, f.path, str(f.scope), f.type_name) for f in report.failures]
+    failures = [
+        (f.safe_name or f.name, f.safe_path or f.path, str(f.scope), f.type_name)
+        for f in report.failures
+    ]
     fields = schema.serialization_fields(function, report.target, context, failures)
     writer.emit("serialization.fail", "error", fields)
     raise NotSerializableError(error_message(report, context), report)

@@ -70,8 +70,17 @@ def check_serializable(
     error = _serialization_error(obj)
     if error is None:
         return SerializationReport(root, ok=True)
+    # Call data (arguments, return values) gets a second name by position and type, for the
+    # event files: a dict key or a set member may be a secret (docs/reliability.md).
     walker = _Walker(depth)
-    walker.visit(obj, root, path=(root,), scope=scope or "argument", depth=depth, error=error)
+    walker.visit(
+        obj,
+        (root, root),
+        path=((root, root),),
+        scope=scope or "argument",
+        depth=depth,
+        error=error,
+    )
     return SerializationReport(root, ok=False, failures=tuple(walker.failures), error=error)
 
 
@@ -98,14 +107,17 @@ class _Walker:
     def visit(
         self,
         obj: Any,
-        name: str,
+        name: tuple[str, str],
         *,
-        path: tuple[str, ...],
+        path: tuple[tuple[str, str], ...],
         scope: Scope,
         depth: int,
         error: str,
     ) -> None:
-        """Record ``obj`` (known to fail), or the failing values below it if any."""
+        """Record ``obj`` (known to fail), or the failing values below it if any.
+
+        Names and path segments come in pairs: (as in the code, by position and type).
+        """
         self.seen.add(id(obj))
         found_below = False
         if depth > 0:
@@ -117,7 +129,11 @@ class _Walker:
                     continue
                 found_below = True
                 # An element is named from its container: config['pool'], handlers[2].
-                shown = f"{name}{segment}" if child_scope == "item" else child_name
+                shown = (
+                    (f"{name[0]}{segment[0]}", f"{name[1]}{segment[1]}")
+                    if child_scope == "item"
+                    else child_name
+                )
                 self.visit(
                     child,
                     shown,
@@ -128,16 +144,37 @@ class _Walker:
                 )
         if not found_below:
             self.failures.append(
-                SerializationFailure(name, path, scope, _type_name(obj), _short(error))
+                SerializationFailure(
+                    name[0],
+                    tuple(p[0] for p in path),
+                    scope,
+                    _type_name(obj),
+                    _short(error),
+                    safe_name=name[1],
+                    safe_path=tuple(p[1] for p in path),
+                )
             )
 
 
-def _children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
-    """(name, value, scope, path segment) of everything ``obj`` makes the pickler visit."""
-    return itertools.islice(_raw_children(obj), _MAX_CHILDREN)
+_Pair = tuple[str, str]
 
 
-def _raw_children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
+def _children(obj: Any) -> Iterator[tuple[_Pair, Any, Scope, _Pair]]:
+    """(name, value, scope, path segment) of everything ``obj`` makes the pickler visit.
+
+    Names and segments are pairs: as written in code, and by position and type only.
+    """
+    return (
+        (_pair(name), value, scope, _pair(segment))
+        for name, value, scope, segment in itertools.islice(_raw_children(obj), _MAX_CHILDREN)
+    )
+
+
+def _pair(label: str | _Pair) -> _Pair:
+    return label if isinstance(label, tuple) else (label, label)
+
+
+def _raw_children(obj: Any) -> Iterator[tuple[str | _Pair, Any, Scope, str | _Pair]]:
     if isinstance(obj, _ray_compat.RemoteFunction):
         obj = _ray_compat.python_function_of(obj)  # the Python function Ray pickles
     if isinstance(obj, dict | list | tuple | set | frozenset):
@@ -164,16 +201,20 @@ def _raw_children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
         yield from _instance_children(obj)
 
 
-def _container_children(obj: Any) -> Iterator[tuple[str, Any, Scope, str]]:
+def _container_children(obj: Any) -> Iterator[tuple[_Pair, Any, Scope, _Pair]]:
     if isinstance(obj, dict):
-        for key, value in list(obj.items()):
-            yield f"[{key!r}]", value, "item", f"[{key!r}]"
+        for i, (key, value) in enumerate(list(obj.items())):
+            label = (f"[{key!r}]", f"[<{type(key).__name__} key #{i}>]")
+            yield label, value, "item", label
     elif isinstance(obj, list | tuple):
         for i, value in enumerate(obj):
-            yield f"[{i}]", value, "item", f"[{i}]"
-    else:  # a set: elements have no position, name them by value
-        for value in list(obj):
-            label = "{" + _short(repr(value), 40) + "}"
+            yield _pair(f"[{i}]"), value, "item", _pair(f"[{i}]")
+    else:  # a set: elements have no position, so they are named by value (or by type)
+        for i, value in enumerate(list(obj)):
+            label = (
+                "{" + _short(repr(value), 40) + "}",
+                "{<" + type(value).__name__ + f" #{i}>" + "}",
+            )
             yield label, value, "item", label
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import ipaddress
 import sys
-import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from raytrace_kit._output import writer
-from raytrace_kit.exceptions import InvalidValueError, RaytraceKitWarning
+from raytrace_kit.exceptions import InvalidValueError
 
 __all__ = ["DebuggerEndpoint", "attach_debugger"]
 
@@ -52,11 +51,7 @@ def _soft_fail(kind: str, host: str, port: int, reason: str) -> None:
         "warning",
         {"debugger": kind, "host": host, "port": port, "reason": reason},
     )
-    warnings.warn(
-        f"raytrace_kit: {kind} debugger not attached ({reason}); the code goes on.",
-        RaytraceKitWarning,
-        stacklevel=3,
-    )
+    writer.warn(f"raytrace_kit: {kind} debugger not attached ({reason}); the code goes on.", 4)
 
 
 def attach_debugger(
@@ -87,12 +82,19 @@ def attach_debugger(
         The endpoint, or ``None`` if no debugger could be attached.
 
     Raises:
-        InvalidValueError: An unknown ``kind`` (a ``ValueError``).
+        InvalidValueError: An unknown ``kind``, or a port that is not a number from 0 to
+            65535 (a ``ValueError``).
     """
     if kind not in _DEFAULT_PORTS:
         msg = f"attach_debugger(kind={kind!r}): use 'debugpy' or 'pycharm'."
         raise InvalidValueError(msg)
     port = _DEFAULT_PORTS[kind] if port is None else port
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        msg = (
+            f"attach_debugger(port={port!r}): a port is a whole number from 0 to 65535 "
+            "(0 picks a free one)."
+        )
+        raise InvalidValueError(msg)
     if not _is_loopback(host):
         message = (
             f"raytrace_kit: the {kind} debugger will use {host}:{port}, which is not loopback. "
@@ -101,7 +103,7 @@ def attach_debugger(
             "`kubectl port-forward`."
         )
         sys.stderr.write(f"\n{'!' * 78}\n{message}\n{'!' * 78}\n")
-        warnings.warn(message, RaytraceKitWarning, stacklevel=2)
+        writer.warn(message, stacklevel=3)
     try:
         endpoint = _attach(kind, host, port, wait)
     except ImportError:

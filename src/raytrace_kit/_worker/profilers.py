@@ -71,10 +71,11 @@ def _release(profiler: str, thread: int) -> None:
             state.cprofile_threads.discard(thread)
 
 
-def _skipped(reason: str, function: str, profiler: str) -> None:
+def _skipped(reason: str, function: str, profiler: str) -> str:
     writer.emit(
         "profile.skipped", "warning", {"function": function, "profiler": profiler, "reason": reason}
     )
+    return reason
 
 
 def memray_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -142,36 +143,34 @@ class Running:
 
 def start(
     profiler: str, path: Path, options: dict[str, Any], function: str, *, enter: bool = True
-) -> Running | None:
-    """Start a profiler, or log why not (``profile.skipped``) and return ``None``."""
-    if not claim(profiler, function):
-        return None
+) -> Running | str:
+    """Start a profiler, or log why not (``profile.skipped``) and return that reason."""
+    reason = claim(profiler, function)
+    if reason is not None:
+        return reason
     try:
         return Running(profiler, path, options, enter)
     except Exception as exc:
-        failed(profiler, function, exc)
-        return None
+        return failed(profiler, function, exc)
 
 
-def claim(profiler: str, function: str) -> bool:
+def claim(profiler: str, function: str) -> str | None:
     """Take this process's memray slot (or this thread's cProfile slot), if it is free.
 
     Returns:
-        ``True`` if taken (give it back with :func:`release`); ``False`` after logging
-        why not, as a ``profile.skipped`` event.
+        ``None`` if taken (give it back with :func:`release`); else why not, also logged
+        as a ``profile.skipped`` event.
     """
     if profiler == "memray" and not memray_available():
-        _skipped("memray is not installed in this process", function, profiler)
-        return False
+        return _skipped("memray is not installed in this process", function, profiler)
     if profiler == "memray" and not _process.state.memray_busy and memray_tracker_active():
         reason = "a memray Tracker of the program is already active in this process"
-        _skipped(reason, function, profiler)
-        return False
+        return _skipped(reason, function, profiler)
     if not _acquire(profiler):
         where = "process" if profiler == "memray" else "thread"
-        _skipped(f"another {profiler} profiler is active in this {where}", function, profiler)
-        return False
-    return True
+        reason = f"another {profiler} profiler is active in this {where}"
+        return _skipped(reason, function, profiler)
+    return None
 
 
 def release(profiler: str) -> None:
@@ -179,10 +178,10 @@ def release(profiler: str) -> None:
     _release(profiler, threading.get_ident())
 
 
-def failed(profiler: str, function: str, exc: BaseException) -> None:
-    """A claimed profiler could not start: give the slot back and say why."""
+def failed(profiler: str, function: str, exc: BaseException) -> str:
+    """A claimed profiler could not start: give the slot back, log and return why."""
     release(profiler)
-    _skipped(f"could not start: {type(exc).__name__}: {exc}", function, profiler)
+    return _skipped(f"could not start: {type(exc).__name__}: {exc}", function, profiler)
 
 
 class CallProfile:
@@ -256,4 +255,4 @@ def start_call(spec: CallSpec, call: ActiveCall) -> CallProfile | None:
     # lifelong one (profile_scope="actor") here, and it stops when the process exits.
     enter = profiler != "memray" or options.profile_scope == "actor"
     running = start(profiler, path, dict(options.profile_options), spec.function, enter=enter)
-    return None if running is None else CallProfile(running, spec, call)
+    return CallProfile(running, spec, call) if isinstance(running, Running) else None
