@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -64,7 +65,10 @@ def _fresh_state() -> Iterator[None]:
     _process.reset()
     _test_started = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     yield
+    fallback = _process.state.fallback_dir  # made by this test (Ray not initialized)
     _process.reset()
+    if fallback is not None:
+        shutil.rmtree(fallback, ignore_errors=True)
 
 
 def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:

@@ -208,9 +208,15 @@ class TestReadEvents:
         (tmp_path / "unrelated.jsonl").write_text('{"n": 99}\n')
         assert [e["n"] for e in read_events(tmp_path)] == [0, 1, 2, 3]
 
-    def test_missing_directory_gives_no_events(self, tmp_path: Path) -> None:
-        """A directory that does not exist (nothing logged yet) reads as empty."""
-        assert read_events(tmp_path / "nothing-here") == []
+    def test_missing_directory_is_a_clear_error(self, tmp_path: Path) -> None:
+        """A path that does not exist (a typo, another node's dir) is an error naming it.
+
+        An empty list would read as "nothing failed" (issue 12); an existing directory
+        with no events still reads as empty.
+        """
+        with pytest.raises(raytrace_kit.EventsNotFoundError, match="nothing-here"):
+            read_events(tmp_path / "nothing-here")
+        assert read_events(tmp_path) == []
 
     @given(
         st.dictionaries(

@@ -351,3 +351,59 @@ def test_local_mode_call_with_unwritable_dir_keeps_result(tmp_path: Path) -> Non
     finally:
         del os.environ["RAYTRACE_LOG_DIR"]
         raytrace_kit._process.reset()
+
+
+@pytest.mark.usefixtures("ray_session")
+class TestReviewFindings:
+    """Faults found in review: a restarted pinned runner, refs in checked arguments."""
+
+    def test_restarted_pinned_runner_keeps_running_calls(self) -> None:
+        """The runner dies mid-call; Ray restarts it and retries: the call still succeeds."""
+
+        def crash_once(marker: str) -> int:
+            if not os.path.exists(marker):
+                Path(marker).write_text("crashed")
+                os._exit(1)  # the runner process dies here
+            return os.getpid()
+
+        pinned = debuggable(pin=True)(ray.remote(num_cpus=0.1, max_retries=2)(crash_once))
+        marker = str(Path(raytrace_kit.log_dir()) / f"crash-{os.getpid()}-{time.time()}")
+        assert isinstance(ray.get(pinned.remote(marker)), int)
+        assert isinstance(ray.get(pinned.with_debug(log=False).remote(marker)), int)
+        pinned.unpin()
+
+    def test_checked_arguments_may_hold_refs_and_handles(self) -> None:
+        """check='always' on refs and actor handles inside arguments: passed as Ray passes them."""
+
+        @ray.remote
+        class Box:
+            def get(self) -> int:
+                return 7
+
+        @debuggable(check="always")
+        @ray.remote
+        def use(items: list[Any]) -> int:
+            ref, box = items
+            return int(ray.get(ref)) + int(ray.get(box.get.remote()))
+
+        box = Box.remote()
+        assert ray.get(use.remote([ray.put(5), box])) == 12
+        ray.kill(box)
+
+
+def test_local_static_and_class_methods() -> None:
+    """In local mode, static and class methods get no instance, as in Ray."""
+
+    class Tools:
+        @staticmethod
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        @classmethod
+        def name(cls) -> str:
+            return cls.__name__
+
+    with local_mode():
+        tools = debuggable(Tools).remote()
+        assert ray.get(tools.add.remote(2, 3)) == 5
+        assert ray.get(tools.name.remote()) == "Tools"

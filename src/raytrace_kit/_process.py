@@ -237,9 +237,10 @@ def memory_figures() -> tuple[int | None, int | None, int | None]:
 
 # On Linux a thread's rusage carries the process's high-water RSS too (the mm's), and costs
 # 2 µs where RUSAGE_SELF sums over every thread: 20 to 50 µs in a Ray worker of 22 threads.
-_RUSAGE_WHO = (
-    resource.RUSAGE_THREAD if sys.platform == "linux" else getattr(resource, "RUSAGE_SELF", 0)
-)
+if sys.platform == "linux":
+    _RUSAGE_WHO = resource.RUSAGE_THREAD
+elif sys.platform != "win32":
+    _RUSAGE_WHO = resource.RUSAGE_SELF
 
 
 def _max_rss() -> int | None:

@@ -118,7 +118,10 @@ class _PythonBlock(ProfileBlock):
     def __exit__(self, *exc_info: object) -> None:
         self._leave()
         if self._running is not None:
-            self._running.stop()
+            try:
+                self._running.stop()
+            except Exception as exc:  # never replaces the block's own exception
+                writer.report_failure("profile-stop", "cannot finish the block's profile", exc)
 
 
 @functools.cache
@@ -172,7 +175,7 @@ def profile_memory(
 ) -> AbstractContextManager[ProfileBlock]:
     """Record memory allocations of a block with memray: on the driver, in a notebook, in a task.
 
-    Debuggable calls submitted inside the block (to Ray workers) are profiled in their
+    Debuggable task calls submitted inside the block (to Ray workers) are profiled in their
     workers too; their files are listed on ``p.remote_profiles`` after ``ray.get``.
 
     Args:

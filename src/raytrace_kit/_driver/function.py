@@ -49,7 +49,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
             raise InvalidOptionError(msg, "profile_scope")
         # Filled on first use: (spec, num_returns, generator) and the pinned call target.
         self._call_info: tuple[CallSpec, Any, bool] | None = None
-        self._pinned_target: tuple[Any, Any, int] | None = None
+        self._pinned_target: tuple[Any, Any, int | CallSpec] | None = None
 
     def remote(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
         """Submit the task; returns an ``ObjectRef``, a list of them, or a generator.
@@ -96,7 +96,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
         if cached is not None and cached[0] is _process.process_identity():
             return cached[1]  # every call but the first: no options to merge
         pin = self._options.pin or Pin()
-        return slot.handle(self._python, self._task_options(), pin)
+        return slot.handle(self._python, self._task_options(), pin, self._info()[0])
 
     def _call_pinned(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         runner = self._runner()
@@ -108,7 +108,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
             per_call = pinning.call_options(self._task_options(), generator)
             if per_call:
                 method = method.options(**per_call)
-            key = self._shared.runner.spec_key(runner, spec)
+            key = self._shared.runner.spec_key(spec)
             cached = self._pinned_target = (runner, method, key)
         return cached[1].remote(cached[2], *args, **kwargs)
 

@@ -97,7 +97,7 @@ class RunnerSlot:
     each and named by a small key in every call, so a call does not pickle its settings.
     """
 
-    __slots__ = ("_lock", "runner", "specs", "where")
+    __slots__ = ("_lock", "runner", "specs", "where")  # specs: DebugOptions -> key
 
     def __init__(self) -> None:
         # (the identity of the Ray connection it belongs to, the runner's handle)
@@ -107,8 +107,10 @@ class RunnerSlot:
         self.where: Any = None
         self._lock = threading.Lock()
 
-    def handle(self, python_function: Any, task_options: dict[str, Any], pin: Pin) -> Any:
-        """The runner's handle, created on first use for this Ray connection."""
+    def handle(
+        self, python_function: Any, task_options: dict[str, Any], pin: Pin, spec: CallSpec
+    ) -> Any:
+        """The runner's handle, created on first use for this Ray connection, with ``spec``."""
         identity = _process.process_identity()
         cached = self.runner
         if cached is not None and cached[0] is identity:
@@ -118,10 +120,10 @@ class RunnerSlot:
             if cached is not None and cached[0] is identity:
                 return cached[1]
             runner_class = ray.remote(**runner_options(task_options, pin))(PinnedRunner)
-            handle = runner_class.remote(python_function)
+            handle = runner_class.remote(python_function, spec)
             self.where = handle.where.remote()
             self.runner = (identity, handle)
-            self.specs = {}
+            self.specs = {spec.options: 0}
             return handle
 
     def location(self, handle: Any) -> PinnedWorker:
@@ -133,18 +135,14 @@ class RunnerSlot:
             worker = ray.get(self.where)
         return worker
 
-    def spec_key(self, handle: Any, spec: CallSpec) -> int:
-        """The key of ``spec`` on the runner, registering it on first use."""
+    def spec_key(self, spec: CallSpec) -> int | CallSpec:
+        """What a call passes to name its spec: the runner's own key, or the spec itself.
+
+        Only the spec the runner was created with has a key: it survives a restart, as
+        Ray runs ``__init__`` again with the same arguments. Other specs travel by value.
+        """
         key = self.specs.get(spec.options)
-        if key is None:
-            with self._lock:
-                key = self.specs.get(spec.options)
-                if key is None:
-                    key = len(self.specs)
-                    # Same actor, default group: registered before the calls that use it.
-                    handle.register.remote(key, spec)
-                    self.specs[spec.options] = key
-        return key
+        return spec if key is None else key
 
     def end(self) -> None:
         """Kill the runner (if this connection has one); the next call starts a new one."""

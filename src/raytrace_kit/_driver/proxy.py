@@ -223,7 +223,7 @@ class Debuggable:
                 if pin.process:
                     return self._call_pinned(args, kwargs)
             block = BLOCK.get()
-            if block is not None and options.profile is None:
+            if block is not None and options.profile is None and self._kind == "function":
                 # Submitted inside profile_memory()/profile_cpu(): profile it in the worker.
                 in_block = dataclasses.replace(options, profile=block.kind, profile_block=block.id)
                 return self._derive(in_block, self._ray_options)._target().remote(*args, **kwargs)
@@ -236,9 +236,12 @@ class Debuggable:
             # explain any of them; anything else is re-raised untouched.
             if check == "off" or isinstance(exc, NotSerializableError):
                 raise
-            explained = checks.explain(
-                self._python, self._signature(), args, kwargs, self.__qualname__
-            )
+            try:
+                explained = checks.explain(
+                    self._python, self._signature(), args, kwargs, self.__qualname__
+                )
+            except Exception:
+                explained = None  # explaining failed: Ray's own error stands
             if explained is None:
                 raise
             raise explained from exc

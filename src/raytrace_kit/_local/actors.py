@@ -106,7 +106,11 @@ class LocalActorMethod:
         kwargs: dict[str, Any],
     ) -> Any:
         actor = self._actor
-        instance = actor.instance
+        # Static and class methods get no instance, as in Ray (getattr gave them unbound).
+        unbound = isinstance(
+            inspect.getattr_static(actor.cls, self._name), staticmethod | classmethod
+        )
+        instance = None if unbound else actor.instance
         return run.run(
             actor.spec(self._name),
             method,

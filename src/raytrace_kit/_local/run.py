@@ -80,12 +80,20 @@ def execute_call(
     outcome = _Outcome()
     token = mode.OVERRIDE.set(config)  # calls made from inside run locally too
     try:
-        with Boundary(spec, owner, mode="local", actor_id=actor_id) as tracker:
-            if tracker is None:
+        boundary = Boundary(spec, owner, mode="local", actor_id=actor_id)
+        with boundary:
+            tracker = boundary.tracker
+            if tracker is not None:
+                try:
+                    tracker.__enter__()  # here, so memray records the frames below
+                except Exception as exc:
+                    boundary.not_tracked(exc)
+                    tracker = None
+            try:
                 _call_into(outcome, fn, args, kwargs, generator)
-            else:
-                with tracker:  # entered here, so memray records the frames below
-                    _call_into(outcome, fn, args, kwargs, generator)
+            finally:
+                if tracker is not None:
+                    boundary.untrack(tracker)
     except Exception as exc:
         outcome.error = exc
         if config.post_mortem or spec.options.post_mortem:
@@ -156,7 +164,7 @@ def run(
     owner = None
     try:
         args, kwargs = prepare_arguments(args, kwargs, config, spec.function)
-        if actor_id is not None:  # the actor itself is not an argument: never copied
+        if instance is not None:  # the actor itself is not an argument: never copied
             args, owner = (instance, *args), id(instance)
     except RayTaskError as failed_dependency:
         outcome = _Outcome()

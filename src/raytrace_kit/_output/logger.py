@@ -84,17 +84,29 @@ def _chain() -> tuple[Any, tuple[Processor, ...]]:
     # whose constructor takes no arguments.
     base: Any = structlog.make_filtering_bound_logger(logging.NOTSET)
 
-    class _NeverRaises(base):  # type: ignore[misc]  # a class made at run time
-        """Logging never raises into the user's code: a failure is reported once."""
+    # Every logging method, guarded: structlog formats "%"-style arguments and looks levels
+    # up before our processors run, and any of it may raise on odd input.
+    guarded = {
+        name: _never_raises(getattr(base, name))
+        for name in dir(base)
+        if not name.startswith("_")
+        and name not in {"bind", "unbind", "try_unbind", "new"}
+        and callable(getattr(base, name))
+    }
+    never_raises = type("NeverRaisesBoundLogger", (base,), guarded)
+    return never_raises, processors
 
-        def _proxy_to_logger(self, method_name: str, event: Any = None, **kw: Any) -> Any:
-            try:
-                return super()._proxy_to_logger(method_name, event, **kw)
-            except Exception as exc:
-                writer.report_failure("log-event", "cannot render a get_logger() event", exc)
-                return None
 
-    return _NeverRaises, processors
+def _never_raises(method: Any) -> Any:
+    @functools.wraps(method)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            writer.report_failure("log-event", "cannot render a get_logger() event", exc)
+            return None
+
+    return guarded
 
 
 class _FileSink:

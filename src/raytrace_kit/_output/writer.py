@@ -82,6 +82,7 @@ class EventWriter:
         self._checked = 0.0
         self._cut = False  # the last line was cut short: start the next on a fresh line
         self._limits = rotation_limits()
+        self._reopened = ""  # why the file was recreated, to report once the lock is free
 
     def write(self, line: bytes) -> None:
         """Append ``line`` (which ends in a newline).
@@ -104,6 +105,13 @@ class EventWriter:
             if max_bytes and self._size + len(line) > max_bytes and self._size:
                 fd = self._rotate(fd)
             self._append(fd, line)
+        if self._reopened:  # outside the lock: a warnings hook may log through us
+            reason, self._reopened = self._reopened, ""
+            report_failure(
+                f"reopened:{self.path}",
+                f"the event file {self.path} was {reason}; a new one was started",
+                FileNotFoundError(errno.ENOENT, reason, str(self.path)),
+            )
 
     def _append(self, fd: int, line: bytes) -> None:
         view = memoryview(line)
@@ -120,7 +128,7 @@ class EventWriter:
 
     def _open(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, _OPEN_FLAGS, 0o644)
+        fd = os.open(self.path, _OPEN_FLAGS, 0o600)  # for this user: messages may be private
         info = os.fstat(fd)
         self._fd, self._identity, self._size = fd, (info.st_dev, info.st_ino), info.st_size
         self._checked = time.monotonic()
@@ -138,11 +146,7 @@ class EventWriter:
             reason = "deleted"
         self._close()
         fd = self._open()
-        report_failure(
-            f"reopened:{self.path}",
-            f"the event file {self.path} was {reason}; a new one was started",
-            FileNotFoundError(errno.ENOENT, reason, str(self.path)),
-        )
+        self._reopened = reason
         line = schema.event_line(
             {
                 "timestamp": schema.now(),
@@ -258,7 +262,8 @@ def report_failure(key: str, what: str, exc: BaseException) -> None:
     state.warned.add(key)
     with contextlib.suppress(Exception):  # reporting must never break the call
         sys.stderr.write(schema.failure_record(what, exc))
-    warn(f"raytrace_kit: {what} ({type(exc).__name__}: {exc}); the call goes on.", stacklevel=4)
+    detail = f"{type(exc).__name__}: {schema.safe_str(exc)}"
+    warn(f"raytrace_kit: {what} ({detail}); the call goes on.", stacklevel=4)
 
 
 def warn(message: str, stacklevel: int = 3) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass
 from typing import Literal, NoReturn
@@ -155,10 +156,16 @@ def fix_for(failure: SerializationFailure) -> str:
     return "the return value cannot be sent back: return plain data (lists, dicts, arrays)"
 
 
-def error_message(report: SerializationReport, context: str) -> str:
-    """The message of a :class:`NotSerializableError` for ``report``."""
+def error_message(report: SerializationReport, context: str, *, redact: bool = False) -> str:
+    """The message of a :class:`NotSerializableError` for ``report``.
+
+    ``redact``: name dict keys and set members by position and type (the message leaves
+    this process, as a worker's error does).
+    """
     lines = [f"{context}: Ray cannot serialize {report.target} ({report.error})."]
     for failure in report.failures:
+        if redact and failure.safe_path:
+            failure = dataclasses.replace(failure, name=failure.safe_name, path=failure.safe_path)  # noqa: PLW2901
         lines.append(
             f"  - {failure.dotted_path} [{failure.scope}, {failure.type_name}]: "
             f"{failure.error}. Fix: {failure.fix}."
@@ -166,7 +173,9 @@ def error_message(report: SerializationReport, context: str) -> str:
     return "\n".join(lines)
 
 
-def reject(report: SerializationReport, context: str, function: str) -> NoReturn:
+def reject(
+    report: SerializationReport, context: str, function: str, *, redact: bool = False
+) -> NoReturn:
     """Log a ``serialization.fail`` event, then raise :class:`NotSerializableError`.
 
     The event names the culprits (name, path, scope, type), never their values: dict keys
@@ -181,4 +190,4 @@ def reject(report: SerializationReport, context: str, function: str) -> NoReturn
     ]
     fields = schema.serialization_fields(function, report.target, context, failures)
     writer.emit("serialization.fail", "error", fields)
-    raise NotSerializableError(error_message(report, context), report)
+    raise NotSerializableError(error_message(report, context, redact=redact), report)

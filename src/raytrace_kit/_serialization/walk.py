@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import io
 import itertools
 import os
 import sys
@@ -88,11 +89,27 @@ def check_serializable(
 _ALWAYS_SERIALIZABLE = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray})
 
 
+# Ray ships these by reference; pickling them here would make Ray pin the objects they refer
+# to (out-of-band serialization), or raise where that is turned off. A stub stands in.
+_BY_REFERENCE = tuple(
+    t
+    for t in (ray.ObjectRef, ray.actor.ActorHandle, getattr(ray, "ObjectRefGenerator", None))
+    if isinstance(t, type)
+)
+
+
+class _Pickler(_ray_compat.CloudPickler):  # type: ignore[misc]  # untyped base
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, _BY_REFERENCE):
+            return (type(None), ())
+        return super().reducer_override(obj)
+
+
 def _serialization_error(obj: Any) -> str | None:
-    if type(obj) in _ALWAYS_SERIALIZABLE:
+    if type(obj) in _ALWAYS_SERIALIZABLE or isinstance(obj, _BY_REFERENCE):
         return None
     try:
-        ray.cloudpickle.dumps(obj)
+        _Pickler(io.BytesIO(), protocol=5).dump(obj)
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
     return None

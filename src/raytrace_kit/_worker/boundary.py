@@ -57,7 +57,9 @@ class Boundary:
     restores the previous context. It never suppresses the user's exception.
     """
 
-    __slots__ = ("actor_id", "call", "mode", "owner", "profile", "spec", "token")
+    __slots__ = ("actor_id", "call", "mode", "owner", "profile", "spec", "token", "tracker")
+
+    profile: profilers.CallProfile | None
 
     def __init__(
         self, spec: CallSpec, owner: int | None, *, mode: str = "ray", actor_id: str | None = None
@@ -67,8 +69,11 @@ class Boundary:
         self.mode = mode
         self.actor_id = actor_id
 
-    def __enter__(self) -> Any:
-        """Begin the call; return the memray tracker to enter around the user's code, if any."""
+    def __enter__(self) -> None:
+        """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code."""
+        self.tracker = self._begin()
+
+    def _begin(self) -> Any:
         spec = self.spec
         self.call = call = _begin(spec, self.owner, self.mode, self.actor_id)
         self.token = CURRENT_CALL.set(call)
@@ -77,7 +82,7 @@ class Boundary:
             return None
         _process.state.running_calls[id(call)] = call
         if spec.kind == "actor_init" and self.mode != "local":
-            stacks.serve()  # once per actor process: stacks(handle) asks this server
+            stacks.serve()  # once per actor process: stacks(handle) asks this server; never raises
         if spec.options.profile is not None:
             try:
                 self.profile = profilers.start_call(spec, call)
@@ -86,6 +91,19 @@ class Boundary:
                 return None
             return None if self.profile is None else self.profile.tracker
         return None
+
+    def not_tracked(self, exc: BaseException) -> None:
+        """Memray's tracker could not start: the call runs unprofiled, and says why."""
+        profile, self.profile = self.profile, None
+        if profile is not None:
+            profile.abandon(exc)
+
+    def untrack(self, tracker: Any) -> None:
+        """Stop the memray tracker entered around the user's code; never raises."""
+        try:
+            tracker.__exit__(None, None, None)
+        except Exception as exc:
+            writer.report_failure("profile-stop", "cannot stop the memory profiler", exc)
 
     def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
         # A generator resumed from another context cannot reset there: the var belongs
@@ -118,12 +136,22 @@ def run(
     ``mode`` is ``ray`` in a Ray worker (ids come from Ray) or ``local`` in local mode
     (no Ray task; ``actor_id`` is the local actor's id, if any).
     """
-    with Boundary(spec, owner, mode=mode, actor_id=actor_id) as tracker:
-        if tracker is None:
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id)
+    with boundary:
+        tracker = boundary.tracker
+        if tracker is not None:
+            # memray's tracker is entered here, in the frame that calls fn, by a C call with
+            # no Python frame between (see profilers.Running); a failure ends the capture.
+            try:
+                tracker.__enter__()
+            except Exception as exc:
+                boundary.not_tracked(exc)
+                tracker = None
+        try:
             result = fn(*args, **kwargs)
-        else:
-            with tracker:  # entered in the frame that calls fn, see profilers.Running
-                result = fn(*args, **kwargs)
+        finally:
+            if tracker is not None:
+                boundary.untrack(tracker)
         if spec.options.check == "always":
             check_return(spec, result)
         return result
@@ -140,11 +168,20 @@ def run_generator(
     actor_id: str | None = None,
 ) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
-    with Boundary(spec, owner, mode=mode, actor_id=actor_id) as tracker:
-        if tracker is None:
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id)
+    with boundary:
+        tracker = boundary.tracker
+        if tracker is not None:
+            try:
+                tracker.__enter__()  # in this frame, as in run()
+            except Exception as exc:
+                boundary.not_tracked(exc)
+                tracker = None
+        try:
             return (yield from fn(*args, **kwargs))
-        with tracker:
-            return (yield from fn(*args, **kwargs))
+        finally:
+            if tracker is not None:
+                boundary.untrack(tracker)
 
 
 async def run_async(
@@ -158,12 +195,20 @@ async def run_async(
     actor_id: str | None = None,
 ) -> _T:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
-    with Boundary(spec, owner, mode=mode, actor_id=actor_id) as tracker:
-        if tracker is None:
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id)
+    with boundary:
+        tracker = boundary.tracker
+        if tracker is not None:
+            try:
+                tracker.__enter__()  # in this frame, as in run()
+            except Exception as exc:
+                boundary.not_tracked(exc)
+                tracker = None
+        try:
             result = await fn(*args, **kwargs)
-        else:
-            with tracker:
-                result = await fn(*args, **kwargs)
+        finally:
+            if tracker is not None:
+                boundary.untrack(tracker)
         if spec.options.check == "always":
             check_return(spec, result)
         return result
@@ -180,14 +225,21 @@ async def run_async_generator(
     actor_id: str | None = None,
 ) -> AsyncIterator[Any]:
     """Run an async generator function as one call."""
-    with Boundary(spec, owner, mode=mode, actor_id=actor_id) as tracker:
-        if tracker is None:
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id)
+    with boundary:
+        tracker = boundary.tracker
+        if tracker is not None:
+            try:
+                tracker.__enter__()  # in this frame, as in run()
+            except Exception as exc:
+                boundary.not_tracked(exc)
+                tracker = None
+        try:
             async for item in fn(*args, **kwargs):
                 yield item
-        else:
-            with tracker:
-                async for item in fn(*args, **kwargs):
-                    yield item
+        finally:
+            if tracker is not None:
+                boundary.untrack(tracker)
 
 
 def check_return(spec: CallSpec, value: Any) -> None:
@@ -198,4 +250,5 @@ def check_return(spec: CallSpec, value: Any) -> None:
     """
     report = check_serializable(value, name=f"the return value of {spec.function}", scope="return")
     if not report.ok:
-        reject(report, "returning from the call", spec.function)
+        # Redacted: the message travels to the driver and into Ray's logs.
+        reject(report, "returning from the call", spec.function, redact=True)

@@ -192,6 +192,10 @@ class CallProfile:
         self.spec = spec
         self.call = call
 
+    def abandon(self, exc: BaseException) -> None:
+        """The tracker could not be entered: give the slot back and say why."""
+        failed(self.running.profiler, self.spec.function, exc)
+
     @property
     def tracker(self) -> Any:
         """The memray tracker the caller must enter around the user's code, or ``None``."""

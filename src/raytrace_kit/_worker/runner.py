@@ -40,29 +40,29 @@ class PinnedWorker:
 class PinnedRunner:
     """The actor that runs every call of one pinned function, in its own process."""
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Any, spec: CallSpec) -> None:
         self.fn = fn
         stacks.serve()  # f.stacks() asks this process's server
-        # Specs are sent once each and named by a small key in every call, so a call does
-        # not pickle its settings: calls stay as cheap as a hand-written actor's.
-        self.specs: dict[int, CallSpec] = {}
+        # The spec of the function's own options comes with the constructor, so a restarted
+        # runner (max_restarts=-1) has it again; calls name it by the key 0 and do not pickle
+        # their settings. Calls with other options (with_debug, profile blocks) send theirs.
+        self.specs: dict[int, CallSpec] = {0: spec}
 
-    def register(self, key: int, spec: CallSpec) -> None:
-        """Remember the spec of calls made with ``key`` (sent before them, in order)."""
-        self.specs[key] = spec
-
-    def call(self, _raytrace_spec: int, *args: Any, **kwargs: Any) -> Any:
+    def call(self, _raytrace_spec: int | CallSpec, *args: Any, **kwargs: Any) -> Any:
         """Run one call (Ray resolved the top-level refs in ``args`` already)."""
-        spec = self.specs[_raytrace_spec]
+        spec = self._spec(_raytrace_spec)
         return boundary.run(spec, self.fn, args, kwargs, mode="pinned")
 
     def call_generator(
-        self, _raytrace_spec: int, *args: Any, **kwargs: Any
+        self, _raytrace_spec: int | CallSpec, *args: Any, **kwargs: Any
     ) -> Generator[Any, Any, Any]:
         """Run one call of a generator function: a streaming generator, as a task's."""
-        spec = self.specs[_raytrace_spec]
+        spec = self._spec(_raytrace_spec)
         for item in boundary.run_generator(spec, self.fn, args, kwargs, mode="pinned"):  # noqa: UP028 -- Ray sends into generators
             yield item
+
+    def _spec(self, key: int | CallSpec) -> CallSpec:
+        return key if isinstance(key, CallSpec) else self.specs[key]
 
     def where(self) -> PinnedWorker:
         """This process's location (asked once, right after creation; see RunnerSlot)."""

@@ -32,7 +32,7 @@ from typing import Any
 import ray
 
 from raytrace_kit import _process
-from raytrace_kit._output import paths
+from raytrace_kit._output import paths, writer
 
 __all__ = [
     "NoStacksServerError",
@@ -182,39 +182,50 @@ def serve() -> None:
     state = _process.state
     if state.stacks_server is not None or not hasattr(os, "mkfifo"):
         return
-    identity = _process.process_identity()
-    fifo = _fifo_path(identity.node_id, identity.pid)
-    with state.lock:
-        if state.stacks_server is not None:  # started by another thread meanwhile
-            return  # type: ignore[unreachable]
-        with contextlib.suppress(OSError):
+    try:
+        identity = _process.process_identity()
+        fifo = _fifo_path(identity.node_id, identity.pid)
+        with state.lock:
+            if state.stacks_server is not None:  # started by another thread meanwhile
+                return  # type: ignore[unreachable]
             fifo.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
                 fifo.unlink()  # left by an earlier process with this pid
             os.mkfifo(fifo, 0o600)
-            atexit.register(_unlink, fifo)  # on a clean exit; a new process reuses the name
+            # O_RDWR: the server is a writer too, so the pipe never reads end-of-file and
+            # clients can always open it; no request falls between two opens.
+            fd = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)
+            atexit.register(_unlink, fifo, identity.pid)  # a new process reuses the name
             thread = threading.Thread(
-                target=_serve_forever, args=(fifo,), name="raytrace_kit-stacks", daemon=True
+                target=_serve_forever,
+                args=(fd, fifo.parent),
+                name="raytrace_kit-stacks",
+                daemon=True,
             )
             thread.start()
             state.stacks_server = thread
+    except Exception as exc:  # the actor runs on without live stacks
+        writer.report_failure("stacks-server", "cannot serve live stacks", exc)
 
 
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
+def _unlink(path: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked child, which inherits atexit handlers
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
-def _serve_forever(fifo: Path) -> None:
+def _serve_forever(fd: int, directory: Path) -> None:
+    pending = b""
     while True:
         try:
-            with fifo.open("rb") as requests:  # blocks until a reader writes
-                data = requests.read()
+            chunk = os.read(fd, 4096)  # blocks until a client writes
         except OSError:
-            return  # the FIFO was removed: stop serving
-        for line in data.splitlines():
+            return
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
             with contextlib.suppress(Exception):  # a bad request never ends the server
-                _answer(fifo.parent, json.loads(line))
+                _answer(directory, json.loads(line))
 
 
 def _answer(directory: Path, request: dict[str, Any]) -> None:
@@ -222,7 +233,8 @@ def _answer(directory: Path, request: dict[str, Any]) -> None:
     stacks = process_stacks(all_frames=bool(request.get("all_frames")))
     partial = reply.with_suffix(".part")
     # 0600, like the FIFO: source lines of the frames are for this user only.
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(partial, flags, 0o600)
     with os.fdopen(fd, "w") as out:
         json.dump(_to_dict(stacks), out)
     partial.replace(reply)
