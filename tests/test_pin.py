@@ -416,3 +416,24 @@ class TestStacksWithoutTouchingTheActor:
         ray.kill(actor)
         with pytest.raises(raytrace_kit.InvalidTargetError, match=r"is dead|serves no stacks"):
             stacks_until_it_fails(actor)
+
+
+class TestOneRunnerEverywhere:
+    """A pinned function called from tasks (a pickled copy) still runs in its one process."""
+
+    def test_calls_from_tasks_share_the_runner(self) -> None:
+        """The driver's calls and those made inside two tasks run in the same pid."""
+
+        @debuggable(pin=True)
+        @ray.remote(**SMALL)
+        def where_am_i() -> int:
+            return os.getpid()
+
+        @ray.remote(num_cpus=0.1)
+        def calls_it() -> int:
+            return int(ray.get(where_am_i.remote()))
+
+        here = ray.get(where_am_i.remote())
+        assert ray.get([calls_it.remote(), calls_it.remote()]) == [here, here]
+        assert where_am_i.pinned_worker().pid == here
+        where_am_i.unpin()

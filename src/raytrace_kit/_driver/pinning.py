@@ -9,6 +9,7 @@ attached to it.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import ray
@@ -97,9 +98,12 @@ class RunnerSlot:
     each and named by a small key in every call, so a call does not pickle its settings.
     """
 
-    __slots__ = ("_lock", "runner", "specs", "where")  # specs: DebugOptions -> key
+    __slots__ = ("_lock", "name", "runner", "specs", "where")  # specs: DebugOptions -> key
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        # The runner is a named actor: every copy of the proxy (in tasks, after pickling)
+        # finds the same process by this name, which travels with the proxy.
+        self.name = name
         # (the identity of the Ray connection it belongs to, the runner's handle)
         self.runner: tuple[_process.ProcessIdentity, Any] | None = None
         self.specs: dict[DebugOptions, int] = {}
@@ -119,11 +123,21 @@ class RunnerSlot:
             cached = self.runner
             if cached is not None and cached[0] is identity:
                 return cached[1]
-            runner_class = ray.remote(**runner_options(task_options, pin))(PinnedRunner)
-            handle = runner_class.remote(python_function, spec)
+            try:
+                handle = ray.get_actor(self.name)
+                specs: dict[DebugOptions, int] = {}  # made elsewhere: send specs by value
+            except ValueError:
+                options = runner_options(task_options, pin)
+                runner_class = ray.remote(**options)(PinnedRunner).options(
+                    name=self.name, get_if_exists=True
+                )
+                # Made here with this spec (unless another process won a race to create it,
+                # when key 0 may name another process's spec: instrumentation options only).
+                handle = runner_class.remote(python_function, spec)
+                specs = {spec.options: 0}
             self.where = handle.where.remote()
             self.runner = (identity, handle)
-            self.specs = {spec.options: 0}
+            self.specs = specs
             return handle
 
     def location(self, handle: Any) -> PinnedWorker:
@@ -150,3 +164,12 @@ class RunnerSlot:
             cached, self.runner = self.runner, None
         if cached is not None and cached[0] is _process.process_identity():
             ray.kill(cached[1])
+            # The name is free once Ray has the actor dead: wait, so that the next call
+            # starts a new runner instead of finding the dying one.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    ray.get_actor(self.name)
+                except ValueError:
+                    break
+                time.sleep(0.02)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,9 +70,11 @@ def _with_post_mortem(ray_options: dict[str, Any]) -> dict[str, Any]:
 class _Shared:
     """State shared by every proxy derived from one decorated object."""
 
-    __slots__ = ("checked", "nodes_checked", "runner", "signature", "variants")
+    __slots__ = ("checked", "nodes_checked", "runner", "signature", "token", "variants")
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
+        # Names this decorated object across processes (it travels when a proxy is pickled).
+        self.token = token or os.urandom(8).hex()
         # DebugOptions -> the instrumented Ray remote function or actor class built for them.
         self.variants: dict[DebugOptions, Any] = {}
         # The code passed check_serializable() (check="first"/"always").
@@ -79,7 +82,7 @@ class _Shared:
         # inspect.signature() of the user's code, to name arguments (check="always").
         self.signature: inspect.Signature | None = None
         # pin=True: the runner actor and the specs registered with it.
-        self.runner = pinning.RunnerSlot()
+        self.runner = pinning.RunnerSlot(f"raytrace_kit-pinned-{self.token}")
         # pin=<node>: when each node was last found alive, per Ray connection.
         self.nodes_checked: dict[tuple[object, str], float] = {}
 
@@ -189,7 +192,14 @@ class Debuggable:
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         return (
             _rebuild,
-            (type(self), self.__wrapped__, self._python, self._options, self._ray_options),
+            (
+                type(self),
+                self.__wrapped__,
+                self._python,
+                self._options,
+                self._ray_options,
+                self._shared.token,
+            ),
         )
 
     def __copy__(self) -> Self:
@@ -287,11 +297,12 @@ class Debuggable:
             checked[key] = now
 
 
-def _rebuild(
+def _rebuild(  # noqa: PLR0917 -- pickle calls it with positional arguments
     cls: type[Debuggable],
     wrapped: Any,
     python_object: Any,
     options: DebugOptions,
     ray_options: dict[str, Any],
+    token: str,
 ) -> Debuggable:
-    return cls(wrapped, python_object, options, ray_options)
+    return cls(wrapped, python_object, options, ray_options, _Shared(token))
