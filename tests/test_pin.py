@@ -380,6 +380,11 @@ class TestStacksWithoutTouchingTheActor:
         assert short.hidden > 0
         assert [f for f in full.frames if f[0].startswith(ray_dir)]
         assert [f for f in full.frames if f[0].startswith(kit_dir)]
+        # Ray's own threads (GC, logs...) are counted, not listed, unless all are asked for.
+        brief, every = stacks(actor), stacks(actor, all_frames=True)
+        assert brief.hidden_threads > 0
+        assert len(every.threads) == len(brief.threads) + brief.hidden_threads
+        assert [t.name for t in brief.threads] == ["MainThread"]
         ray.get(ref)
         ray.kill(actor)
 

@@ -388,6 +388,12 @@ class TestMemrayStacks:
         assert ray.get(builds_in_a_task.remote(20)) == 20 * MIB
         (end,) = events_of(builds_in_a_task, "call.end")
         assert_names_the_allocator(end["profile_path"], "builds_in_a_task")
+        top = raytrace_kit.profile_summary(end["profile_path"]).top[0]
+        assert (top["function"], top["line"]) == ("build_buffer", BUILD_LINE)
+        assert top["callers"][0][0] == "builds_in_a_task"
+        assert "called from builds_in_a_task (test_profiling.py:" in str(
+            raytrace_kit.profile_summary(end["profile_path"])
+        )
 
     def test_generator_task(self) -> None:
         """A generator task's capture too."""

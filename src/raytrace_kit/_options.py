@@ -200,11 +200,14 @@ def validate_option_names(options: dict[str, Any]) -> None:
             raise InvalidOptionError(msg, name)
         types, description = spec
         choices = _CHOICES.get(name)
-        if not isinstance(value, types) or (choices is not None and value not in choices):
+        if not isinstance(value, types):
             msg = (
                 f"raytrace_kit option {name}={value!r} has type "
                 f"{type(value).__name__}; expected {description}."
             )
+            raise InvalidOptionError(msg, name)
+        if choices is not None and value not in choices:
+            msg = f"raytrace_kit option {name}={value!r} is not valid; expected {description}."
             raise InvalidOptionError(msg, name)
 
 

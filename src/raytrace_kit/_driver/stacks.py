@@ -83,10 +83,10 @@ def stacks(handle: Any, timeout: float = 30, *, all_frames: bool = False) -> Pro
         return ray.get(  # type: ignore[no-any-return]
             helper.remote(node_id, pid, all_frames, remaining), timeout=remaining + 5
         )
-    except NoStacksServerError as exc:
+    except NoStacksServerError:
         msg = (
             f"stacks() needs an actor of a @debuggable class: the actor's process {pid} "
-            f"serves no stacks ({exc}). Decorate its class with @debuggable."
+            "serves no stacks. Decorate its class with @debuggable."
         )
         raise InvalidTargetError(msg) from None
     except ray.exceptions.GetTimeoutError:

@@ -56,7 +56,8 @@ __all__ = [
 FIRST_KEYS = ("timestamp", "level", "event")
 ERROR_CHARS = 2000  # enough for any useful message; bounds one runaway str(exc)
 # Each value of an event is capped at this many characters of JSON (documented in
-# docs/logging.md): one 5 MB value must not make one 5 MB line.
+# docs/logging.md): one 5 MB value must not make one 5 MB line. A cut value keeps its first
+# 4032 characters and says how many more there were.
 VALUE_CHARS = 4096
 
 # One encoder for the process: json.dumps() with options builds a new one per call.
@@ -197,8 +198,10 @@ def _member(key: object, value: object) -> str:
         placeholder = f"<unrenderable {type(value).__name__}: {type(exc).__name__}>"
         return f"{name}:{_ENCODER.encode(placeholder)}"
     if len(rendered) > VALUE_CHARS:
-        cut = f"{rendered[:VALUE_CHARS]}... <cut: {len(rendered)} characters>"
-        rendered = _ENCODER.encode(cut)
+        # A string keeps its first characters; anything else its first characters of JSON.
+        text = value if isinstance(value, str) else rendered
+        shown = text[: VALUE_CHARS - 64]
+        rendered = _ENCODER.encode(f"{shown}... <cut: {len(text) - len(shown)} more characters>")
     return f"{name}:{rendered}"
 
 

@@ -33,7 +33,8 @@ class ProfileSummary:
         path: The file summarized.
         peak_memory_bytes: memray: the peak of memory held by tracked allocations.
         top: memray: the allocation sites holding the most memory at the peak
-            (``function``, ``file``, ``line``, ``size_bytes``, ``allocations``); cProfile:
+            (``function``, ``file``, ``line``, ``size_bytes``, ``allocations``, and
+            ``callers``: up to three calls that led there, innermost first); cProfile:
             the functions with the most cumulative time (``function``, ``file``, ``line``,
             ``calls``, ``cumulative_s``, ``total_s``).
     """
@@ -52,6 +53,10 @@ class ProfileSummary:
                     f"  {_bytes(row['size_bytes']):>10}  {row['allocations']:>8} allocs  "
                     f"{row['function']} ({row['file']}:{row['line']})"
                 )
+                callers = row.get("callers") or ()
+                if callers:
+                    chain = " <- ".join(f"{f} ({Path(p).name}:{n})" for f, p, n in callers)
+                    lines.append(f"{'':>32}called from {chain}")
         else:
             for row in self.top:
                 lines.append(
@@ -114,8 +119,8 @@ def profile_summary(path: str | os.PathLike[str], top: int = 10) -> ProfileSumma
         )[:top]
         rows = []
         for record in records:
-            frames = record.stack_trace(max_stacks=1)
-            function, filename, line = frames[0] if frames else ("<unknown>", "<unknown>", 0)
+            frames = record.stack_trace(max_stacks=4)
+            function, filename, line = frames[0] if frames else ("<no Python frame>", "-", 0)
             rows.append(
                 {
                     "function": function,
@@ -123,6 +128,8 @@ def profile_summary(path: str | os.PathLike[str], top: int = 10) -> ProfileSumma
                     "line": line,
                     "size_bytes": record.size,
                     "allocations": record.n_allocations,
+                    # The calls that led there, innermost first: (function, file, line).
+                    "callers": tuple((f[0], f[1], f[2]) for f in frames[1:]),
                 }
             )
         return ProfileSummary("memray", file, int(reader.metadata.peak_memory), tuple(rows))
@@ -172,7 +179,11 @@ def flamegraph(path: str | os.PathLike[str], out: str | os.PathLike[str] | None 
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
     if done.returncode != 0:
-        msg = f"memray could not render {source}: {done.stderr.strip() or done.stdout.strip()}"
+        detail = done.stderr.strip() or done.stdout.strip()
+        msg = (
+            f"memray could not render {source}: {detail}. Pass a memray capture: a call's "
+            "profile_path or a block's p.path."
+        )
         raise ProfileError(msg)
     return FlameGraph(target)
 

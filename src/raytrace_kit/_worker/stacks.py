@@ -49,6 +49,15 @@ _HIDDEN_DIRS = (
     str(Path(ray.__file__).parent) + os.sep,
     str(Path(__file__).parents[1]) + os.sep,  # raytrace_kit
 )
+# A thread with no frame outside these (and no instrumented call) is Ray's or Python's own
+# (Ray's GC and log threads...): left out unless all frames are asked for.
+_STDLIB_DIR = str(Path(threading.__file__).parent) + os.sep
+
+
+def _is_system(filename: str) -> bool:
+    if filename.startswith(_HIDDEN_DIRS):
+        return True
+    return filename.startswith(_STDLIB_DIR) and "-packages" not in filename
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +110,22 @@ class ProcessStacks:
         pid: The process.
         node_id: Its node.
         threads: One :class:`ThreadStack` per thread (the kit's own server thread
-            excluded).
+            excluded; by default also threads that run only Ray's and Python's code).
+        hidden_threads: How many threads were left out for that.
     """
 
     pid: int
     node_id: str | None
     threads: tuple[ThreadStack, ...]
+    hidden_threads: int = 0
 
     def __str__(self) -> str:
         lines = [f"Python stacks of pid {self.pid} on node {self.node_id}"]
+        if self.hidden_threads:
+            lines.append(
+                f"({self.hidden_threads} threads of Ray and Python hidden; all_frames=True "
+                "shows them)"
+            )
         for thread in self.threads:
             lines.append(f'\nThread "{thread.name}" ({thread.ident}), most recent call last:')
             for call in thread.calls:
@@ -148,6 +164,7 @@ def process_stacks(all_frames: bool = False, *, include_caller: bool = False) ->
         )
         calls.setdefault(call.thread, []).append(running)
     threads = []
+    hidden_threads = 0
     for ident, frame in sys._current_frames().items():
         if ident == me:
             continue  # the thread answering this request
@@ -156,6 +173,10 @@ def process_stacks(all_frames: bool = False, *, include_caller: bool = False) ->
             for f in traceback.extract_stack(frame)
         ]
         shown = frames if all_frames else [f for f in frames if not f[0].startswith(_HIDDEN_DIRS)]
+        system = all(_is_system(f[0]) for f in frames)
+        if system and not all_frames and ident not in calls:
+            hidden_threads += 1
+            continue
         threads.append(
             ThreadStack(
                 names.get(ident, f"thread-{ident}"),
@@ -166,7 +187,7 @@ def process_stacks(all_frames: bool = False, *, include_caller: bool = False) ->
             )
         )
     identity = _process.process_identity()
-    return ProcessStacks(identity.pid, identity.node_id, tuple(threads))
+    return ProcessStacks(identity.pid, identity.node_id, tuple(threads), hidden_threads)
 
 
 def _fifo_path(node_id: str | None, pid: int) -> Path:
@@ -244,6 +265,7 @@ def _to_dict(stacks: ProcessStacks) -> dict[str, Any]:
     return {
         "pid": stacks.pid,
         "node_id": stacks.node_id,
+        "hidden_threads": stacks.hidden_threads,
         "threads": [
             {
                 "name": t.name,
@@ -271,6 +293,7 @@ def _from_dict(data: dict[str, Any]) -> ProcessStacks:
             )
             for t in data["threads"]
         ),
+        data.get("hidden_threads", 0),
     )
 
 
