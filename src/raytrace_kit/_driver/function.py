@@ -72,6 +72,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
         self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         spec, num_returns, generator = self._info()
+        local_run.check_call(self._signature(), args, kwargs)  # where Ray checks them
         return local_run.run(
             spec,
             self._python,

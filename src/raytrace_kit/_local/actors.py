@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ray.exceptions import ActorDiedError, RayTaskError
+from ray.exceptions import ActorAlreadyExistsError, ActorDiedError, RayTaskError
 
 from raytrace_kit import _process
 from raytrace_kit._local import loop, mode, refs, run
@@ -31,11 +31,23 @@ class _LocalActor:
         self.dead: BaseException | None = None
         self.prefix = qualified_name(cls)
         self.specs: dict[str, CallSpec] = {}
+        self.signatures: dict[str, inspect.Signature] = {}
         # Ray runs one call at a time unless max_concurrency says otherwise. Reentrant: a
         # method that calls its own actor synchronously would deadlock in Ray; here it
         # runs, which is the more useful thing while debugging.
         concurrent = int(ray_options.get("max_concurrency") or 1) > 1
         self.lock: threading.RLock | None = None if concurrent else threading.RLock()
+
+    def signature(self, method: str) -> inspect.Signature:
+        """What a caller passes to ``method`` (no ``self``), as Ray checks it at ``.remote()``."""
+        signature = self.signatures.get(method)
+        if signature is None:
+            member = inspect.getattr_static(self.cls, method, None)
+            signature = inspect.signature(getattr(self.cls, method))  # class methods: bound
+            if not isinstance(member, staticmethod | classmethod):
+                signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+            self.signatures[method] = signature
+        return signature
 
     def spec(self, method: str) -> CallSpec:
         spec = self.specs.get(method)
@@ -79,6 +91,8 @@ class LocalActorMethod:
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         """Call the method now, in this thread; returns its ref(s)."""
         actor = self._actor
+        if self._name != "__ray_ready__":
+            run.check_call(actor.signature(self._name), args, kwargs)  # where Ray checks them
         current = mode.current()
         config = current if current.enabled else mode.DEFAULT_ON
         spec = actor.spec(self._name)
@@ -136,8 +150,11 @@ def create_actor(
     """Create an actor of a debuggable class in this process; return its handle.
 
     Raises:
-        ValueError: The name is taken and ``get_if_exists`` was not given, as in Ray.
+        TypeError: The arguments do not fit ``__init__``, as Ray raises at ``.remote()``.
+        ActorAlreadyExistsError: The name is taken and ``get_if_exists`` was not given, as
+            in Ray (a ``ValueError``).
     """
+    run.check_call(inspect.signature(cls), args, kwargs)  # where Ray checks them
     name: str | None = ray_options.get("name")
     key = (str(name), ray_options.get("namespace"))
     state = _process.state
@@ -146,8 +163,13 @@ def create_actor(
         if existing is not None and existing.dead is None:
             if ray_options.get("get_if_exists"):
                 return LocalActorHandle(existing)
-            msg = f"The name {name} (namespace={key[1]}) is already taken by a local actor."
-            raise ValueError(msg)
+            # Ray's own error and message (an ActorAlreadyExistsError is a ValueError).
+            msg = (
+                f"The name {name} (namespace={key[1]}) is already taken. Please use a different "
+                f"name or get the existing actor using ray.get_actor('{name}', "
+                f"namespace='{key[1]}')"
+            )
+            raise ActorAlreadyExistsError(msg)
         actor = _LocalActor(cls, options, ray_options)
         if name:
             state.local_actors[key] = actor
@@ -188,7 +210,5 @@ def get_actor(name: str, namespace: str | None) -> LocalActorHandle | None:
     """The live local actor of that name, or ``None``."""
     actors = _process.state.local_actors
     with _process.state.lock:
-        actor = actors.get((name, namespace))
-        if actor is None and namespace is None:
-            actor = next((a for (n, _), a in actors.items() if n == name), None)
+        actor = actors.get((name, namespace))  # only in that namespace, as in Ray
     return None if actor is None or actor.dead is not None else LocalActorHandle(actor)

@@ -19,7 +19,7 @@ from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._options import CallSpec
 from raytrace_kit._worker.boundary import Boundary
 
-__all__ = ["execute_call", "is_generator", "prepare_arguments", "run"]
+__all__ = ["check_call", "execute_call", "is_generator", "prepare_arguments", "run"]
 
 
 class _Outcome:
@@ -178,6 +178,18 @@ def run(
         count = 1 if num_returns in (None, "streaming", "dynamic") else int(num_returns)
         return ref if count == 1 else [ref] * count
     return _package(outcome, num_returns, config.copy, spec.function)
+
+
+def check_call(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Arguments that do not fit raise ``TypeError`` at ``.remote()``, as Ray raises it.
+
+    Raises:
+        TypeError: With :mod:`inspect`'s message, which is Ray's.
+    """
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(str(exc)) from None
 
 
 def is_generator(fn: Callable[..., Any]) -> bool:
