@@ -140,3 +140,54 @@ def test_get_actor_respects_namespaces() -> None:
     with local_mode():
         local = outcome(lambda: body(debuggable(ray.remote(Counter)), "ns-counter-local"))
     assert (local[0], local[1]) == (plain[0], plain[1]) == ("submit", "ValueError")
+
+
+class Callable2:
+    def __call__(self, x: int) -> int:
+        return x + 1
+
+    def ping(self) -> str:
+        return "pong"
+
+
+def actor_call_dunder(actor_class: Any) -> Callable[[], Any]:
+    handle = actor_class.remote()
+    ref = handle.__call__.remote(41)
+    return lambda: ray.get(ref)
+
+
+def actor_terminate_then_call(actor_class: Any) -> Callable[[], Any]:
+    handle = actor_class.remote()
+    assert ray.get(handle.ping.remote()) == "pong"
+    ray.get(handle.__ray_terminate__.remote())
+    return lambda: ray.get(handle.ping.remote(), timeout=30)
+
+
+@pytest.mark.parametrize(
+    "row", [actor_call_dunder, actor_terminate_then_call], ids=lambda r: r.__name__
+)
+def test_ray_methods_on_local_handles(row: Callable[[Any], Any]) -> None:
+    """__call__ and __ray_terminate__ work on local handles as on Ray's."""
+    plain = outcome(lambda: row(ray.remote(Callable2)))
+    with local_mode():
+        local = outcome(lambda: row(debuggable(ray.remote(Callable2))))
+    assert local[:2] == plain[:2]
+
+
+@pytest.mark.parametrize(
+    ("refs", "num_returns"),
+    [pytest.param("dup", 1, id="duplicates"), pytest.param("two", 3, id="too many")],
+)
+def test_wait_rejects_as_ray_does(refs: str, num_returns: int) -> None:
+    """ray.wait with duplicate refs or too large num_returns: Ray's ValueError, in both."""
+
+    def body(remote: Any) -> Callable[[], Any]:
+        ref = remote.remote(1, 2)
+        waitables = [ref, ref] if refs == "dup" else [ref, remote.remote(3, 4)]
+        ray.wait(waitables, num_returns=num_returns)
+        return lambda: None
+
+    plain = outcome(lambda: body(ray.remote(add)))
+    with local_mode():
+        local = outcome(lambda: body(debuggable(ray.remote(add))))
+    assert local == plain

@@ -57,6 +57,11 @@ class _LocalActor:
         return spec
 
 
+# Methods Ray adds to every actor, and the dunders a caller may invoke through a handle.
+_RAY_METHODS = frozenset({"__ray_ready__", "__ray_terminate__"})
+_REMOTE_DUNDERS = _RAY_METHODS | {"__call__"}
+
+
 class LocalActorHandle(refs.InProcess):
     """The handle of an actor created in local mode; use it like an ``ActorHandle``."""
 
@@ -65,9 +70,9 @@ class LocalActorHandle(refs.InProcess):
 
     def __getattr__(self, name: str) -> LocalActorMethod:
         actor = self.__dict__.get("_actor")
-        if actor is None or (name.startswith("__") and name != "__ray_ready__"):
+        if actor is None or (name.startswith("__") and name not in _REMOTE_DUNDERS):
             raise AttributeError(name)
-        if name != "__ray_ready__" and not callable(getattr(actor.cls, name, None)):
+        if name not in _RAY_METHODS and not callable(getattr(actor.cls, name, None)):
             msg = f"'{actor.cls.__name__}' actor has no method '{name}'"
             raise AttributeError(msg)
         return LocalActorMethod(actor, name, None)
@@ -91,6 +96,10 @@ class LocalActorMethod:
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         """Call the method now, in this thread; returns its ref(s)."""
         actor = self._actor
+        if self._name == "__ray_terminate__":  # Ray's graceful exit: earlier calls are done
+            kill(LocalActorHandle(actor))
+            # As in Ray, the exit's own ref raises: the actor died while "running" it.
+            return refs.error_ref(actor.dead or ActorDiedError(), actor.spec(self._name).function)
         if self._name != "__ray_ready__":
             run.check_call(actor.signature(self._name), args, kwargs)  # where Ray checks them
         current = mode.current()

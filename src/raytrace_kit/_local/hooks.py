@@ -36,8 +36,15 @@ def _wait(object_refs: Any, *args: Any, **kwargs: Any) -> Any:
     ):
         return RAY["wait"](object_refs, *args, **kwargs)
     num_returns = kwargs.get("num_returns", args[0] if args else 1)
+    # Ray's checks, in Ray's order, with Ray's messages.
+    if len(object_refs) != len({id(ref) for ref in object_refs}):
+        msg = "Wait requires a list of unique ray_waitables."
+        raise ValueError(msg)
+    if num_returns <= 0:
+        msg = f"Invalid number of objects to return {num_returns}."
+        raise ValueError(msg)
     if num_returns > len(object_refs):
-        msg = "num_returns cannot be greater than the number of objects provided to ray.wait."
+        msg = "num_returns cannot be greater than the number of ray_waitables provided to ray.wait."
         raise ValueError(msg)
     # Local calls finished when they were submitted: local refs are always ready.
     ready = [ref for ref in object_refs if isinstance(ref, LocalRef)][:num_returns]
