@@ -7,13 +7,17 @@ it came at ``.remote()`` or at ``ray.get``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
 
 from raytrace_kit import debuggable, local_mode
+
+from .conftest import events_of
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -191,3 +195,54 @@ def test_wait_rejects_as_ray_does(refs: str, num_returns: int) -> None:
     with local_mode():
         local = outcome(lambda: body(debuggable(ray.remote(add))))
     assert local == plain
+
+
+def flaky(counter: str, failures: int, error: str) -> int:
+    """Fails ``failures`` times (counted in a file, as attempts may run anywhere), then works."""
+    path = Path(counter)
+    seen = int(path.read_text()) if path.exists() else 0
+    path.write_text(str(seen + 1))
+    if seen < failures:
+        raise {"KeyError": KeyError, "ValueError": ValueError}[error](f"attempt {seen}")
+    return seen
+
+
+RETRY_ROWS = [
+    pytest.param({"max_retries": 2, "retry_exceptions": True}, 2, "KeyError", id="retried"),
+    pytest.param({"max_retries": 1, "retry_exceptions": True}, 2, "KeyError", id="too-few"),
+    pytest.param({"max_retries": 3}, 1, "KeyError", id="not-by-default"),
+    pytest.param({"retry_exceptions": [KeyError]}, 1, "ValueError", id="other-type"),
+    pytest.param({"retry_exceptions": [KeyError]}, 2, "KeyError", id="listed-type"),
+]
+
+
+@pytest.mark.parametrize(("options", "failures", "error"), RETRY_ROWS)
+def test_retries_as_ray(tmp_path: Path, options: dict[str, Any], failures: int, error: str) -> None:
+    """retry_exceptions and max_retries: the same result or error, after as many attempts."""
+
+    def body(remote: Any, counter: Path) -> Callable[[], Any]:
+        ref = remote.options(**options).remote(str(counter), failures, error)
+        return lambda: (ray.get(ref), int(counter.read_text()))
+
+    plain = outcome(lambda: body(ray.remote(flaky), tmp_path / "plain"))
+    with local_mode():
+        local = outcome(lambda: body(debuggable(ray.remote(flaky)), tmp_path / "local"))
+    assert local == plain
+    attempts = int((tmp_path / "local").read_text())
+    assert attempts == int((tmp_path / "plain").read_text())
+    # Each local attempt is its own call, numbered as Ray numbers attempts.
+    assert [e["attempt"] for e in events_of(flaky, "call.end")] == list(range(attempts))
+
+
+def read_var() -> str | None:
+    return os.environ.get("RK_LOCAL_TEST_VAR")
+
+
+def test_runtime_env_vars_visible_inside_the_call() -> None:
+    """runtime_env env_vars are set for the call, and only for it."""
+    options = {"runtime_env": {"env_vars": {"RK_LOCAL_TEST_VAR": "on"}}}
+    plain = ray.get(ray.remote(read_var).options(**options).remote())
+    with local_mode():
+        local = ray.get(debuggable(ray.remote(read_var)).options(**options).remote())
+    assert local == plain == "on"
+    assert "RK_LOCAL_TEST_VAR" not in os.environ

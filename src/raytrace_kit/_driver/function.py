@@ -50,6 +50,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
         # Filled on first use: (spec, num_returns, generator) and the pinned call target.
         self._call_info: tuple[CallSpec, Any, bool] | None = None
         self._pinned_target: tuple[Any, Any, int | CallSpec] | None = None
+        self._local_retry: local_run.Retry | None = None
 
     def remote(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
         """Submit the task; returns an ``ObjectRef``, a list of them, or a generator.
@@ -73,6 +74,9 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
     ) -> Any:
         spec, num_returns, generator = self._info()
         local_run.check_call(self._signature(), args, kwargs)  # where Ray checks them
+        retry = self._local_retry
+        if retry is None:
+            retry = self._local_retry = local_run.Retry(self._task_options())
         return local_run.run(
             spec,
             self._python,
@@ -81,6 +85,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
             config=config,
             num_returns=num_returns,
             generator=generator,
+            retry=retry,
         )
 
     def _build_variant(self) -> RemoteFunction:

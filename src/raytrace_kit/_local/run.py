@@ -7,9 +7,11 @@ passed as top-level arguments are resolved, and failures surface at ``ray.get`` 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import os
 import pdb
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ray.exceptions import RayTaskError
@@ -19,7 +21,7 @@ from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._options import CallSpec
 from raytrace_kit._worker.boundary import Boundary
 
-__all__ = ["check_call", "execute_call", "is_generator", "prepare_arguments", "run"]
+__all__ = ["Retry", "check_call", "execute_call", "is_generator", "prepare_arguments", "run"]
 
 
 class _Outcome:
@@ -75,12 +77,14 @@ def execute_call(
     owner: int | None = None,
     actor_id: str | None = None,
     generator: bool = False,
+    attempt: int = 0,
+    retry: Retry | None = None,
 ) -> _Outcome:
     """Run one call in this thread, inside the instrumentation boundary."""
     outcome = _Outcome()
     token = mode.OVERRIDE.set(config)  # calls made from inside run locally too
     try:
-        boundary = Boundary(spec, owner, mode="local", actor_id=actor_id)
+        boundary = Boundary(spec, owner, mode="local", actor_id=actor_id, attempt=attempt)
         with boundary:
             tracker = boundary.tracker
             if tracker is not None:
@@ -96,11 +100,61 @@ def execute_call(
                     boundary.untrack(tracker)
     except Exception as exc:
         outcome.error = exc
-        if config.post_mortem or spec.options.post_mortem:
+        retried = retry is not None and retry.again(exc, attempt)  # post-mortem on the last
+        if (config.post_mortem or spec.options.post_mortem) and not retried:
             pdb.post_mortem(exc.__traceback__)
     finally:
         mode.OVERRIDE.reset(token)
     return outcome
+
+
+class Retry:
+    """Ray's retry options and ``runtime_env`` env vars, as a local call applies them.
+
+    ``retry_exceptions`` (``True`` or a list of exception types) with ``max_retries`` (``-1``:
+    no limit) runs a failing call again, as Ray does for a task: only on those exceptions.
+    ``runtime_env={"env_vars": ...}`` is set in ``os.environ`` for the call and restored after.
+    """
+
+    __slots__ = ("env_vars", "max_retries", "retry_on")
+
+    def __init__(self, ray_options: dict[str, Any]) -> None:
+        retries = ray_options.get("max_retries")
+        self.max_retries = 3 if retries is None else int(retries)  # Ray's default for tasks
+        retry_on = ray_options.get("retry_exceptions") or False
+        self.retry_on: bool | tuple[type[BaseException], ...] = (
+            tuple(retry_on) if isinstance(retry_on, list | tuple) else bool(retry_on)
+        )
+        runtime_env = ray_options.get("runtime_env") or {}
+        self.env_vars: dict[str, str] = dict(runtime_env.get("env_vars") or {})
+
+    def again(self, error: BaseException, attempt: int) -> bool:
+        """Whether a call that raised ``error`` on ``attempt`` (0 first) runs again."""
+        if self.retry_on is False or isinstance(error, RayTaskError):
+            return False  # a failed dependency is not the call's own failure
+        if self.max_retries != -1 and attempt >= self.max_retries:
+            return False
+        return self.retry_on is True or isinstance(error, self.retry_on)
+
+    @contextlib.contextmanager
+    def environment(self) -> Iterator[None]:
+        """``os.environ`` with the call's env vars, restored afterwards."""
+        if not self.env_vars:
+            yield
+            return
+        saved = {key: os.environ.get(key) for key in self.env_vars}
+        os.environ.update(self.env_vars)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+_NO_RETRY = Retry({"max_retries": 0})
 
 
 def _call_into(
@@ -160,6 +214,7 @@ def run(
     instance: Any = None,
     actor_id: str | None = None,
     generator: bool,
+    retry: Retry | None = None,
 ) -> Any:
     owner = None
     try:
@@ -170,9 +225,25 @@ def run(
         outcome = _Outcome()
         outcome.error = failed_dependency
     else:
-        outcome = execute_call(
-            spec, fn, args, kwargs, config, owner=owner, actor_id=actor_id, generator=generator
-        )
+        retry = retry or _NO_RETRY
+        with retry.environment():
+            attempt = 0
+            while True:
+                outcome = execute_call(
+                    spec,
+                    fn,
+                    args,
+                    kwargs,
+                    config,
+                    owner=owner,
+                    actor_id=actor_id,
+                    generator=generator,
+                    attempt=attempt,
+                    retry=retry,
+                )
+                if outcome.error is None or not retry.again(outcome.error, attempt):
+                    break
+                attempt += 1
     if isinstance(outcome.error, RayTaskError):
         ref = refs.error_ref(outcome.error, spec.function)
         count = 1 if num_returns in (None, "streaming", "dynamic") else int(num_returns)

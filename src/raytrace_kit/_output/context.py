@@ -34,6 +34,7 @@ class ActiveCall:
         "fragment",
         "identity",
         "local_actor_id",
+        "local_attempt",
         "mode",
         "owner",
         "spec_fields",
@@ -49,9 +50,12 @@ class ActiveCall:
         spec_fragment: str,
         mode: str,
         owner: int | None,
+        *,
         local_actor_id: str | None = None,
+        local_attempt: int = 0,
     ) -> None:
         self.local_actor_id = local_actor_id
+        self.local_attempt = local_attempt
         self.spec_fields = spec_fields
         self.spec_fragment = spec_fragment
         self.mode = mode
@@ -69,7 +73,8 @@ class ActiveCall:
         if self.mode != "local":  # "ray", or "pinned" (a Ray actor task)
             self.task_id, self.actor_id, self.attempt = _process.call_ids()
         else:  # local mode: no Ray task behind the call
-            self.task_id, self.actor_id, self.attempt = None, self.local_actor_id, 0
+            self.task_id, self.actor_id = None, self.local_actor_id
+            self.attempt = self.local_attempt
         self.fragment = schema.call_members(
             call_id=self.call_id,
             spec_fragment=self.spec_fragment,

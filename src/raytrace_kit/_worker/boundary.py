@@ -26,9 +26,13 @@ __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator"
 _T = TypeVar("_T")
 
 
-def _begin(spec: CallSpec, owner: int | None, mode: str, actor_id: str | None) -> ActiveCall | None:
+def _begin(
+    spec: CallSpec, owner: int | None, mode: str, actor_id: str | None, attempt: int
+) -> ActiveCall | None:
     try:
-        call = ActiveCall(spec.fields, spec.fragment, mode, owner, actor_id)
+        call = ActiveCall(
+            spec.fields, spec.fragment, mode, owner, local_actor_id=actor_id, local_attempt=attempt
+        )
         if spec.options.log:
             call.capture()
             writer.emit_call("call.start", "info", call)
@@ -57,17 +61,34 @@ class Boundary:
     restores the previous context. It never suppresses the user's exception.
     """
 
-    __slots__ = ("actor_id", "call", "mode", "owner", "profile", "spec", "token", "tracker")
+    __slots__ = (
+        "actor_id",
+        "attempt",
+        "call",
+        "mode",
+        "owner",
+        "profile",
+        "spec",
+        "token",
+        "tracker",
+    )
 
     profile: profilers.CallProfile | None
 
     def __init__(
-        self, spec: CallSpec, owner: int | None, *, mode: str = "ray", actor_id: str | None = None
+        self,
+        spec: CallSpec,
+        owner: int | None,
+        *,
+        mode: str = "ray",
+        actor_id: str | None = None,
+        attempt: int = 0,
     ) -> None:
         self.spec = spec
         self.owner = owner
         self.mode = mode
         self.actor_id = actor_id
+        self.attempt = attempt  # local mode's own retries; Ray's come from Ray
 
     def __enter__(self) -> None:
         """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code."""
@@ -75,7 +96,7 @@ class Boundary:
 
     def _begin(self) -> Any:
         spec = self.spec
-        self.call = call = _begin(spec, self.owner, self.mode, self.actor_id)
+        self.call = call = _begin(spec, self.owner, self.mode, self.actor_id, self.attempt)
         self.token = CURRENT_CALL.set(call)
         self.profile = None
         if call is None:
