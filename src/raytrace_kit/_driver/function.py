@@ -158,7 +158,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
 
     @property
     def __signature__(self) -> inspect.Signature:
-        return inspect.signature(self._python)
+        return self._signature()  # computed once, shared by every derived proxy
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         msg = (

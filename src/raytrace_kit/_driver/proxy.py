@@ -14,10 +14,10 @@ import dataclasses
 import inspect
 import os
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import ray
-from typing_extensions import ParamSpec, Self
+from typing_extensions import Self
 
 from raytrace_kit import _process, _ray_compat
 from raytrace_kit._driver import checks, pinning
@@ -28,15 +28,7 @@ from raytrace_kit._options import DebugOptions
 from raytrace_kit._serialization.report import reject
 from raytrace_kit.exceptions import NotSerializableError
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["Debuggable", "make_remote"]
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-_T = TypeVar("_T")
-
 
 # How long a pinned node found alive is trusted before ray.nodes() is asked again.
 _NODE_CHECK_SECONDS = 1.0
