@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -251,7 +252,9 @@ class TestWithoutRay:
         start, end = events_of(add)
         assert (start["mode"], end["mode"], end["status"]) == ("local", "local", "ok")
         assert end["pid"] == os.getpid()
-        assert end["task_id"] is None
+        # A task id of its own, in Ray's format, shared by the call's two events.
+        assert re.fullmatch("[0-9a-f]{48}", end["task_id"])
+        assert start["task_id"] == end["task_id"]
 
     def test_actor_lives_here_and_calls_run_in_order(self) -> None:
         """An actor is built in this process; calls, async methods, num_returns work."""

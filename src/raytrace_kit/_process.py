@@ -13,6 +13,7 @@ import itertools
 import os
 import sys
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,8 +95,14 @@ class State:
         self.local_setting: Any = None  # a LocalConfig, or None: off (set by _local.mode)
         self.local_active = False  # False until local mode is first used
         self.local_actors: dict[tuple[str, str | None], Any] = {}  # (name, namespace)
-        self.local_loop: asyncio.AbstractEventLoop | None = None  # runs local async methods
-        # ray.<name> -> (Ray's function, our hook), while the hooks are installed.
+        # Every live local actor by id (weak: an actor lives while a handle does).
+        self.local_actors_by_id: weakref.WeakValueDictionary[str, Any] = (
+            weakref.WeakValueDictionary()
+        )
+        self.local_loops: list[asyncio.AbstractEventLoop] = []  # one per async local actor
+        self.local_identity: ProcessIdentity | None = None  # ids of local calls without Ray
+        self.local_warned: set[str] = set()  # plain Ray calls warned about in local mode
+        # ray.<dotted name> -> (Ray's function, our hook), while the hooks are installed.
         self.ray_hooks: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 
 
@@ -111,13 +118,17 @@ def reset() -> None:
             with contextlib.suppress(OSError):
                 os.close(state.statm_fd)
         for name, (original, hook) in state.ray_hooks.items():
-            if getattr(ray, name, None) is hook:
-                setattr(ray, name, original)
-        for actor in state.local_actors.values():
+            owner_path, _, attribute = name.rpartition(".")
+            owner: Any = ray
+            for part in filter(None, owner_path.split(".")):
+                owner = getattr(owner, part)
+            if getattr(owner, attribute, None) is hook:
+                setattr(owner, attribute, original)
+        for actor in list(state.local_actors_by_id.values()):
             actor.dead = ActorDiedError()
-        loop = state.local_loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(loop.stop)
+        for loop in state.local_loops:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(loop.stop)
         state.clear()
 
 
@@ -129,9 +140,10 @@ def _after_fork_in_child() -> None:
     state.lock = threading.Lock()
     writers = list(state.writers.values())
     statm = state.statm_fd
-    hooks, actors, setting, active = (
+    hooks, actors, by_id, setting, active = (
         state.ray_hooks,
         state.local_actors,
+        state.local_actors_by_id,
         state.local_setting,
         state.local_active,
     )
@@ -144,7 +156,7 @@ def _after_fork_in_child() -> None:
         with contextlib.suppress(OSError):
             os.close(statm)
     # What the program configured stays configured; the loop thread did not survive.
-    state.ray_hooks, state.local_actors = hooks, actors
+    state.ray_hooks, state.local_actors, state.local_actors_by_id = hooks, actors, by_id
     state.local_setting, state.local_active = setting, active
 
 
@@ -182,6 +194,36 @@ def process_identity() -> ProcessIdentity:
     else:
         state.driver_identity = (key, identity)
     return identity
+
+
+def local_identity() -> ProcessIdentity:
+    """The ids local-mode calls carry: Ray's when connected, else this process's own.
+
+    Without Ray, local calls still have a job, node and worker id, so the runtime context
+    and the events agree: stable for the life of the process (new after a fork) and in
+    Ray's formats (8, 56 and 56 hex digits).
+    """
+    identity = process_identity()
+    if identity.job_id is not None:
+        return identity
+    local = state.local_identity
+    if local is None or local.pid != identity.pid:
+        seed = os.urandom(60).hex()
+        local = state.local_identity = ProcessIdentity(
+            job_id=seed[:8],
+            node_id=seed[8:64],
+            worker_id=seed[64:120],
+            pid=identity.pid,
+            is_worker=False,
+        )
+    return local
+
+
+def local_task_id(actor_id: str | None, job_id: str | None) -> str:
+    """A task id for a local call, in Ray's format (48 hex digits: unique, actor, job)."""
+    unique = f"{state.call_prefix}{next(state.call_counter) & 0xFFFFFF:06x}"
+    actor_part = actor_id[:24] if actor_id else "f" * 24
+    return f"{unique}{actor_part}{(job_id or '0' * 8)[:8]}"
 
 
 def call_ids() -> tuple[str | None, str | None, int | None]:

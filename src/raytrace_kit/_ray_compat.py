@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
+import ray._private.object_ref_generator
+import ray._private.utils
 import ray.cloudpickle
 from ray.actor import ActorClass
 from ray.remote_function import RemoteFunction
@@ -17,9 +19,11 @@ from ray.remote_function import RemoteFunction
 __all__ = [
     "ActorClass",
     "CloudPickler",
+    "DynamicObjectRefGenerator",
     "RemoteFunction",
     "actor_id_of",
     "actor_location",
+    "check_function_size",
     "connection_key",
     "current_actor_id",
     "current_attempt",
@@ -28,14 +32,47 @@ __all__ = [
     "is_worker_process",
     "python_class_of",
     "python_function_of",
+    "ray_worker",
+    "remote_name",
 ]
 
 # Ray's pickler, subclassed by local mode to keep in-process objects as themselves.
 CloudPickler: Any = ray.cloudpickle.CloudPickler
 
 
+# What ray.get of a num_returns="dynamic" call's ref gives: its refs, iterable, with len().
+DynamicObjectRefGenerator: Any = ray._private.object_ref_generator.DynamicObjectRefGenerator
+
+
+def check_function_size(pickled: bytes, name: str, kind: str) -> None:
+    """Ray's check on a pickled function or class: too large raises Ray's ``ValueError``.
+
+    ``kind`` is Ray's word for it: ``"remote function"`` or ``"actor"``.
+
+    Raises:
+        ValueError: Larger than ``FUNCTION_SIZE_ERROR_THRESHOLD``, with Ray's message.
+    """
+    ray._private.utils.check_oversized_function(pickled, name, kind, None)
+
+
 def _global_worker() -> Any:
     return ray._private.worker.global_worker
+
+
+def ray_worker() -> Any:
+    """Ray's worker object of this process (what ``RuntimeContext`` is built on)."""
+    return ray._private.worker.global_worker
+
+
+def remote_name(remote: Any) -> str:
+    """``module.qualname`` of what a ``RemoteFunction`` or ``ActorClass`` was made from."""
+    try:
+        made_from: Any = (
+            remote._function if isinstance(remote, RemoteFunction) else python_class_of(remote)
+        )
+    except Exception:
+        return repr(remote)
+    return f"{made_from.__module__}.{made_from.__qualname__}"
 
 
 def connection_key(pid: int) -> tuple[object, ...] | None:

@@ -18,6 +18,7 @@ __all__ = [
     "InvalidOptionError",
     "InvalidTargetError",
     "InvalidValueError",
+    "LocalModeError",
     "NodeNotFoundError",
     "NotSerializableError",
     "ProfileError",
@@ -57,6 +58,15 @@ class InvalidValueError(RaytraceKitError, ValueError):
 
 class UsageError(RaytraceKitError, TypeError):
     """A raytrace_kit object was used in a way it does not support (the message says how)."""
+
+
+class LocalModeError(RaytraceKitError, RuntimeError):
+    """Something inside local mode would reach a Ray cluster (strict mode), or cannot be had.
+
+    ``local_mode(strict=True)`` raises it for a plain ``@ray.remote`` call made inside the
+    block, which would run on a cluster (and start one if Ray is not initialized); the
+    message names the function and the fix.
+    """
 
 
 class NotSerializableError(RaytraceKitError, TypeError):

@@ -3,7 +3,8 @@
 Fixtures:
     ray_local: runs the test in local mode: every debuggable call made by the test runs
         in the test's process, with no Ray cluster, and the previous state is restored
-        afterwards.
+        afterwards. Strict: a plain ``@ray.remote`` call made by the test, which would run
+        on a cluster (and start one), raises ``LocalModeError`` naming the function.
 
 Example:
     .. code-block:: python
@@ -23,10 +24,10 @@ __all__ = ["ray_local"]
 
 @pytest.fixture
 def ray_local() -> Iterator[None]:
-    """Run the test's debuggable calls in this process (local mode), then restore."""
+    """Run the test's debuggable calls in this process (strict local mode), then restore."""
     # Imported here: pytest loads this plugin in every session of an environment that
     # has raytrace_kit installed, and importing Ray costs a quarter of a second.
     from raytrace_kit import local_mode  # noqa: PLC0415
 
-    with local_mode():
+    with local_mode(strict=True):
         yield

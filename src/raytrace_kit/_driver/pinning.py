@@ -16,6 +16,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raytrace_kit import _process, _ray_compat
+from raytrace_kit._local.hooks import mark_kit_remote
 from raytrace_kit._options import CallSpec, DebugOptions, Pin
 from raytrace_kit._worker.runner import PinnedRunner, PinnedWorker
 from raytrace_kit.exceptions import NodeNotFoundError
@@ -128,7 +129,7 @@ class RunnerSlot:
                 specs: dict[DebugOptions, int] = {}  # made elsewhere: send specs by value
             except ValueError:
                 options = runner_options(task_options, pin)
-                runner_class = ray.remote(**options)(PinnedRunner).options(
+                runner_class = mark_kit_remote(ray.remote(**options)(PinnedRunner)).options(
                     name=self.name, get_if_exists=True
                 )
                 # Made here with this spec (unless another process won a race to create it,

@@ -23,6 +23,7 @@ from raytrace_kit import _process, _ray_compat
 from raytrace_kit._driver import checks, pinning
 from raytrace_kit._driver.blocks import BLOCK
 from raytrace_kit._local.hooks import activate as activate_local_mode
+from raytrace_kit._local.hooks import mark_kit_remote
 from raytrace_kit._local.mode import LocalConfig, config_for
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._serialization.report import reject
@@ -43,7 +44,8 @@ def make_remote(target: Any, ray_options: dict[str, Any], options: DebugOptions)
             "scheduling_strategy": pinning.node_affinity(options.pin.node_id),
         }
     # ray.remote() with no options must be applied bare; it validates what it is given.
-    return ray.remote(**ray_options)(target) if ray_options else ray.remote(target)
+    made = ray.remote(**ray_options)(target) if ray_options else ray.remote(target)
+    return mark_kit_remote(made)
 
 
 def _with_post_mortem(ray_options: dict[str, Any]) -> dict[str, Any]:

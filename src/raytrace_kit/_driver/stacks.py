@@ -16,6 +16,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from raytrace_kit import _ray_compat
 from raytrace_kit._driver.actor_class import DebuggableActorClass
 from raytrace_kit._local.actors import LocalActorHandle
+from raytrace_kit._local.hooks import mark_kit_remote
 from raytrace_kit._worker.stacks import (
     NoStacksServerError,
     ProcessStacks,
@@ -34,7 +35,7 @@ _WAITING_STATES = frozenset({"MISSING", "DEPENDENCIES_UNREADY", "PENDING_CREATIO
 @functools.cache
 def _helper() -> Any:
     # num_cpus=0: it must run even on a node whose CPUs the busy actor holds.
-    return ray.remote(num_cpus=0, max_retries=0)(read_stacks)
+    return mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(read_stacks))
 
 
 def stacks(handle: Any, timeout: float = 30, *, all_frames: bool = False) -> ProcessStacks:

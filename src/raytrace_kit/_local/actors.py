@@ -2,59 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import inspect
-import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from ray.exceptions import ActorAlreadyExistsError, ActorDiedError, RayTaskError
+from ray.exceptions import (
+    ActorAlreadyExistsError,
+    ActorDiedError,
+    RayTaskError,
+    TaskCancelledError,
+)
 
 from raytrace_kit import _process
-from raytrace_kit._local import loop, mode, refs, run
+from raytrace_kit._local import lifecycle, loop, mode, on_loop, refs, run
+from raytrace_kit._local.lifecycle import INTENDED_EXIT, ActorExit, LocalActor, death, die
 from raytrace_kit._local.mode import LocalConfig
-from raytrace_kit._options import CallSpec, DebugOptions, qualified_name
+from raytrace_kit._local.refs import LocalRef
+from raytrace_kit._options import DebugOptions
 
 __all__ = ["LocalActorHandle", "LocalActorMethod", "create_actor", "get_actor", "kill"]
-
-
-class _LocalActor:
-    """One actor living in this process."""
-
-    def __init__(self, cls: type, options: DebugOptions, ray_options: dict[str, Any]) -> None:
-        self.cls = cls
-        self.options = options
-        self.name: str | None = ray_options.get("name")
-        self.namespace: str | None = ray_options.get("namespace")
-        self.actor_id = os.urandom(16).hex()
-        self.instance: Any = None
-        self.dead: BaseException | None = None
-        self.prefix = qualified_name(cls)
-        self.specs: dict[str, CallSpec] = {}
-        self.signatures: dict[str, inspect.Signature] = {}
-        # Ray runs one call at a time unless max_concurrency says otherwise. Reentrant: a
-        # method that calls its own actor synchronously would deadlock in Ray; here it
-        # runs, which is the more useful thing while debugging.
-        concurrent = int(ray_options.get("max_concurrency") or 1) > 1
-        self.lock: threading.RLock | None = None if concurrent else threading.RLock()
-
-    def signature(self, method: str) -> inspect.Signature:
-        """What a caller passes to ``method`` (no ``self``), as Ray checks it at ``.remote()``."""
-        signature = self.signatures.get(method)
-        if signature is None:
-            member = inspect.getattr_static(self.cls, method, None)
-            signature = inspect.signature(getattr(self.cls, method))  # class methods: bound
-            if not isinstance(member, staticmethod | classmethod):
-                signature = signature.replace(parameters=list(signature.parameters.values())[1:])
-            self.signatures[method] = signature
-        return signature
-
-    def spec(self, method: str) -> CallSpec:
-        spec = self.specs.get(method)
-        if spec is None:
-            kind = "actor_init" if method == "__init__" else "actor_method"
-            spec = self.specs[method] = CallSpec(f"{self.prefix}.{method}", kind, self.options)
-        return spec
 
 
 # Methods Ray adds to every actor, and the dunders a caller may invoke through a handle.
@@ -63,9 +31,13 @@ _REMOTE_DUNDERS = _RAY_METHODS | {"__call__"}
 
 
 class LocalActorHandle(refs.InProcess):
-    """The handle of an actor created in local mode; use it like an ``ActorHandle``."""
+    """The handle of an actor created in local mode; use it like an ``ActorHandle``.
 
-    def __init__(self, actor: _LocalActor) -> None:
+    It can be pickled and passed to other calls, as Ray passes actor handles: it refers to
+    the actor by id, in this process.
+    """
+
+    def __init__(self, actor: LocalActor) -> None:
         self._actor = actor
 
     def __getattr__(self, name: str) -> LocalActorMethod:
@@ -75,50 +47,109 @@ class LocalActorHandle(refs.InProcess):
         if name not in _RAY_METHODS and not callable(getattr(actor.cls, name, None)):
             msg = f"'{actor.cls.__name__}' actor has no method '{name}'"
             raise AttributeError(msg)
-        return LocalActorMethod(actor, name, None)
+        return LocalActorMethod(actor, name, {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _handle_of, (self._actor.actor_id,)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalActorHandle) and other._actor is self._actor
+
+    def __hash__(self) -> int:
+        return hash(self._actor.actor_id)
 
     def __repr__(self) -> str:
-        return f"LocalActor({self._actor.cls.__name__}, {self._actor.actor_id})"
+        return f"Actor({self._actor.cls.__name__}, {self._actor.actor_id})"
+
+
+def _handle_of(actor_id: str) -> LocalActorHandle:
+    """Unpickle a local actor handle: the live actor of that id, in this process.
+
+    Raises:
+        ValueError: No such actor here (a handle pickled in another process).
+    """
+    actor = _process.state.local_actors_by_id.get(actor_id)
+    if actor is None:
+        msg = (
+            f"The local actor {actor_id} does not exist in this process: local actor handles "
+            "only work in the process that created the actor."
+        )
+        raise ValueError(msg)
+    return LocalActorHandle(actor)
 
 
 class LocalActorMethod:
-    """A method of a local actor: ``.remote(...)`` and ``.options(num_returns=...)``."""
+    """A method of a local actor: ``.remote(...)`` and ``.options(...)``.
 
-    def __init__(self, actor: _LocalActor, name: str, num_returns: Any) -> None:
+    ``num_returns``, ``max_task_retries`` and ``retry_exceptions`` apply, as in Ray; the
+    other options are accepted and have no effect in one process.
+    """
+
+    def __init__(self, actor: LocalActor, name: str, options: dict[str, Any]) -> None:
         self._actor = actor
         self._name = name
-        self._num_returns = num_returns
+        self._call_options = options
 
     def options(self, **options: Any) -> LocalActorMethod:
-        """Per-call options; ``num_returns`` applies, the others are accepted and ignored."""
-        return LocalActorMethod(self._actor, self._name, options.get("num_returns"))
+        """Per-call options, as ``ActorMethod.options``."""
+        return LocalActorMethod(self._actor, self._name, {**self._call_options, **options})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return getattr, (LocalActorHandle(self._actor), self._name)
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the method now, in this thread; returns its ref(s)."""
+        """Call the method: now, in this thread (async actors: on the actor's loop)."""
         actor = self._actor
-        if self._name == "__ray_terminate__":  # Ray's graceful exit: earlier calls are done
-            kill(LocalActorHandle(actor))
-            # As in Ray, the exit's own ref raises: the actor died while "running" it.
-            return refs.error_ref(actor.dead or ActorDiedError(), actor.spec(self._name).function)
-        if self._name != "__ray_ready__":
-            run.check_call(actor.signature(self._name), args, kwargs)  # where Ray checks them
+        name = self._name
+        if name == "__ray_terminate__":
+            return self._terminate()
+        if name != "__ray_ready__":
+            run.check_call(actor.signature(name), args, kwargs)  # where Ray checks them
         current = mode.current()
         config = current if current.enabled else mode.DEFAULT_ON
-        spec = actor.spec(self._name)
+        spec = actor.spec(name)
         if actor.dead is not None:
             return refs.error_ref(actor.dead, spec.function)
-        if self._name == "__ray_ready__":
+        if name == "__ray_ready__":
             return refs.value_ref(True, False, spec.function)
-        method = getattr(actor.cls, self._name)
-        num_returns = self._num_returns
+        method = getattr(actor.cls, name)
+        num_returns = self._call_options.get("num_returns")
         if num_returns is None:
             num_returns = getattr(inspect.unwrap(method), "__ray_num_returns__", None)
-        if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
-            method = loop.on_private_loop(method, config)
+        if actor.loop is not None:
+            return self._on_loop(
+                actor.loop, method, args, kwargs, config=config, num_returns=num_returns
+            )
+        if actor.generators:
+            actor.drain_generators()
         if actor.lock is None:
             return self._call(method, config, num_returns, args, kwargs)
         with actor.lock:
             return self._call(method, config, num_returns, args, kwargs)
+
+    def _terminate(self) -> Any:
+        """Ray's graceful exit: calls submitted before it finish first."""
+        actor = self._actor
+        function = actor.spec(self._name).function
+        if actor.loop is None:
+            actor.drain_generators()
+            die(actor, death(actor, INTENDED_EXIT))
+            # As in Ray, the exit's own ref raises: the actor died while "running" it.
+            return refs.error_ref(actor.dead or ActorDiedError(), function)
+
+        async def terminate() -> Any:
+            die(actor, death(actor, INTENDED_EXIT))
+            return refs.error_ref(actor.dead or ActorDiedError(), function)
+
+        return _pending(actor.loop.submit(terminate), 1, actor)
+
+    def _instance(self) -> Any:
+        actor = self._actor
+        # Static and class methods get no instance, as in Ray (getattr gave them unbound).
+        unbound = isinstance(
+            inspect.getattr_static(actor.cls, self._name), staticmethod | classmethod
+        )
+        return None if unbound else actor.instance
 
     def _call(
         self,
@@ -129,22 +160,126 @@ class LocalActorMethod:
         kwargs: dict[str, Any],
     ) -> Any:
         actor = self._actor
-        # Static and class methods get no instance, as in Ray (getattr gave them unbound).
-        unbound = isinstance(
-            inspect.getattr_static(actor.cls, self._name), staticmethod | classmethod
-        )
-        instance = None if unbound else actor.instance
-        return run.run(
-            actor.spec(self._name),
-            method,
-            args,
-            kwargs,
-            config=config,
-            num_returns=num_returns,
-            instance=instance,
-            actor_id=actor.actor_id,
-            generator=run.is_generator(method),
-        )
+        retry = actor.retry(self._name, self._call_options)
+        try:
+            with retry.environment():
+                made = run.run(
+                    actor.spec(self._name),
+                    method,
+                    args,
+                    kwargs,
+                    config=config,
+                    num_returns=num_returns,
+                    instance=self._instance(),
+                    actor_id=actor.actor_id,
+                    generator=run.is_generator(method),
+                    retry=retry,
+                )
+        except ActorExit:
+            return _died_refs(actor, num_returns, actor.spec(self._name).function)
+        if isinstance(made, refs.LocalRefGenerator) and made._step is not None:
+            step = made._step
+
+            def guarded() -> LocalRef:
+                if actor.dead is not None:
+                    raise StopIteration
+                try:
+                    return step()
+                except ActorExit:
+                    made._step = None
+                    return refs.error_ref(actor.dead or ActorDiedError(), "")
+
+            made._step = guarded
+            actor.generators.append(made)
+        return made
+
+    def _on_loop(
+        self,
+        actor_loop: loop.ActorLoop,
+        method: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        config: LocalConfig,
+        num_returns: Any,
+    ) -> Any:
+        """A call of an async actor: scheduled on its loop; pending refs come back now."""
+        actor = self._actor
+        spec = actor.spec(self._name)
+        instance = self._instance()
+        if run.is_generator(method) and num_returns in (None, "streaming"):
+            return on_loop.LoopGenerator(
+                actor_loop,
+                spec,
+                method,
+                args,
+                kwargs,
+                config=config,
+                instance=instance,
+                actor_id=actor.actor_id,
+            ).generator()
+        retry = actor.retry(self._name, self._call_options)
+
+        async def body() -> Any:
+            if actor.dead is not None:
+                return _died_refs(actor, num_returns, spec.function)
+            try:
+                return await on_loop.run_async(
+                    spec,
+                    method,
+                    args,
+                    kwargs,
+                    config=config,
+                    num_returns=num_returns,
+                    instance=instance,
+                    actor_id=actor.actor_id,
+                    retry=retry,
+                )
+            except ActorExit:
+                return _died_refs(actor, num_returns, spec.function)
+            except asyncio.CancelledError:
+                if actor.dead is not None:
+                    return _died_refs(actor, num_returns, spec.function)
+                return _died_refs(actor, num_returns, spec.function, TaskCancelledError())
+
+        count = 1 if num_returns in (None, "dynamic") else int(num_returns)
+        future = actor_loop.submit(body)
+        return None if count == 0 else _pending(future, count, actor)
+
+
+def _died_refs(
+    actor: LocalActor, num_returns: Any, function: str, error: BaseException | None = None
+) -> Any:
+    """The refs of a call that ended with its actor (or was cancelled)."""
+    ref = refs.error_ref(error or actor.dead or ActorDiedError(), function)
+    count = 1 if num_returns in (None, "streaming", "dynamic") else int(num_returns)
+    if count == 0:
+        return None
+    return ref if count == 1 else [ref] * count
+
+
+def _pending(future: concurrent.futures.Future[Any], count: int, actor: LocalActor) -> Any:
+    """``count`` pending refs, each resolving to its part of what ``future`` gives."""
+
+    def part(index: int) -> LocalRef:
+        chained: concurrent.futures.Future[LocalRef] = concurrent.futures.Future()
+
+        def settle(done: concurrent.futures.Future[Any]) -> None:
+            if done.cancelled():  # cancelled before it started
+                error = actor.dead or TaskCancelledError()
+                chained.set_result(refs.error_ref(error, ""))
+            elif (exc := done.exception()) is not None:
+                chained.set_exception(exc)
+            else:
+                made = done.result()
+                chained.set_result(made if count == 1 else made[index])
+
+        future.add_done_callback(settle)
+        chained.cancel_call = getattr(future, "cancel_call", None)  # type: ignore[attr-defined]
+        return refs.pending_ref(chained)
+
+    made = [part(i) for i in range(count)]
+    return made[0] if count == 1 else made
 
 
 def create_actor(
@@ -179,7 +314,7 @@ def create_actor(
                 f"namespace='{key[1]}')"
             )
             raise ActorAlreadyExistsError(msg)
-        actor = _LocalActor(cls, options, ray_options)
+        actor = LocalActor(cls, options, ray_options)
         if name:
             state.local_actors[key] = actor
 
@@ -192,9 +327,13 @@ def create_actor(
     except RayTaskError as failed_dependency:
         actor.dead = ActorDiedError(failed_dependency)
         return LocalActorHandle(actor)
-    outcome = run.execute_call(
-        spec, construct, prepared_args, prepared_kwargs, config, actor_id=actor.actor_id
-    )
+    try:
+        with actor.retry("__init__", {}).environment():
+            outcome = run.execute_call(
+                spec, construct, prepared_args, prepared_kwargs, config, actor_id=actor.actor_id
+            )
+    except ActorExit:
+        return LocalActorHandle(actor)  # exit_actor() in __init__: dead from the start
     if outcome.error is not None:
         # As in Ray: creation "succeeds", and every call then fails with ActorDiedError.
         actor.dead = ActorDiedError(refs.task_error(outcome.error, spec.function))
@@ -205,19 +344,11 @@ def kill(handle: Any) -> bool:
     """``ray.kill`` of a local actor: it dies here; ``False`` if ``handle`` is not local."""
     if not isinstance(handle, LocalActorHandle):
         return False
-    actor = handle._actor
-    actor.dead = ActorDiedError()
-    state = _process.state
-    with state.lock:
-        for key, value in list(state.local_actors.items()):
-            if value is actor:
-                del state.local_actors[key]
+    die(handle._actor, death(handle._actor, "The actor was killed by `ray.kill`."))
     return True
 
 
 def get_actor(name: str, namespace: str | None) -> LocalActorHandle | None:
     """The live local actor of that name, or ``None``."""
-    actors = _process.state.local_actors
-    with _process.state.lock:
-        actor = actors.get((name, namespace))  # only in that namespace, as in Ray
-    return None if actor is None or actor.dead is not None else LocalActorHandle(actor)
+    actor = lifecycle.get_live(name, namespace)
+    return None if actor is None else LocalActorHandle(actor)

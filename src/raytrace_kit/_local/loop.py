@@ -1,63 +1,117 @@
-"""Async methods of local actors: each call runs to completion on a private event loop."""
+"""The event loop of a local async actor: its calls interleave there, as in Ray.
+
+Ray runs every call of an async actor (one with an ``async def`` method) on the actor's
+own event loop, up to ``max_concurrency`` (1000) at a time: calls start in submission
+order and interleave at each ``await``. A local async actor does the same on a loop of
+its own, in a daemon thread: ``.remote()`` schedules the call and returns pending refs at
+once, so a call may await the result of a later one without deadlocking.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
+import concurrent.futures
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from raytrace_kit import _process
-from raytrace_kit._local import mode
-from raytrace_kit._local.mode import LocalConfig
-from raytrace_kit._output.context import CURRENT_CALL
 
-__all__ = ["on_private_loop"]
+__all__ = ["ActorLoop"]
 
 
-def _private_loop() -> asyncio.AbstractEventLoop:
-    """One event loop for local async actors, in a daemon thread.
+class ActorLoop:
+    """One local async actor's event loop, running in its own daemon thread.
 
-    A separate thread works from inside a running loop too (a notebook, an async test).
+    The thread starts on the actor's first call; a separate thread works from inside a
+    running loop too (a notebook, an async test). ``breakpoint()`` works in it.
     """
-    state = _process.state
-    with state.lock:
-        loop = state.local_loop
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
         if loop is None or loop.is_closed():
-            loop = state.local_loop = asyncio.new_event_loop()
-            thread = threading.Thread(
-                target=loop.run_forever, name="raytrace_kit-local-loop", daemon=True
-            )
-            thread.start()
+            state = _process.state
+            with state.lock:
+                loop = self._loop
+                if loop is None or loop.is_closed():
+                    loop = self._loop = asyncio.new_event_loop()
+                    self.thread = threading.Thread(
+                        target=loop.run_forever, name=f"raytrace_kit-{self._name}", daemon=True
+                    )
+                    self.thread.start()
+                    state.local_loops.append(loop)
         return loop
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop (started if need be)."""
+        return self._started()
 
-def on_private_loop(method: Callable[..., Any], config: LocalConfig) -> Callable[..., Any]:
-    """Wrap an async method so that calling it runs it to completion on the private loop.
+    def submit(
+        self, body: Callable[[], Coroutine[Any, Any, Any]]
+    ) -> concurrent.futures.Future[Any]:
+        """Schedule ``body()`` as a task on the loop (in submission order); its future.
 
-    The call's context (the running call, local mode) is carried into the loop's task by
-    hand: ``create_task(context=...)`` needs Python 3.11.
-    """
+        The task runs in a copy of the caller's context, as an asyncio task does.
+        """
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        loop = self._started()
+        made: list[asyncio.Task[Any]] = []
 
-    async def in_context(call: Any, *args: Any, **kwargs: Any) -> Any:
-        tokens = (mode.OVERRIDE.set(config), CURRENT_CALL.set(call))
-        try:
-            result = method(*args, **kwargs)
-            if inspect.isasyncgen(result):
-                return [item async for item in result]
-            return await result
-        finally:
-            CURRENT_CALL.reset(tokens[1])
-            mode.OVERRIDE.reset(tokens[0])
+        def start() -> None:
+            if future.cancelled():
+                return  # cancelled before it started
+            task = loop.create_task(body())
+            made.append(task)
+            self.tasks.add(task)
 
-    def call(*args: Any, **kwargs: Any) -> Any:
-        running = CURRENT_CALL.get()
-        coroutine = in_context(running, *args, **kwargs)
-        result = asyncio.run_coroutine_threadsafe(coroutine, _private_loop()).result()
-        if inspect.isasyncgenfunction(method):
-            return (item for item in result)  # generator items, as for sync generators
-        return result
+            def finished(done: asyncio.Task[Any]) -> None:
+                self.tasks.discard(done)
+                if done.cancelled():
+                    future.cancel()
+                elif (error := done.exception()) is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(done.result())
 
-    call.__raytrace_method__ = method  # type: ignore[attr-defined]  # for run.is_generator
-    return call
+            task.add_done_callback(finished)
+
+        def cancel_call() -> None:
+            # ray.cancel: a running call gets CancelledError at its await; one not
+            # started yet never starts.
+            def cancel() -> None:
+                if made:
+                    made[0].cancel()
+                else:
+                    future.cancel()
+
+            loop.call_soon_threadsafe(cancel)
+
+        future.cancel_call = cancel_call  # type: ignore[attr-defined]
+        loop.call_soon_threadsafe(start)
+        return future
+
+    def call(self, body: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        """Run ``body()`` on the loop and wait for its result (from another thread)."""
+        if threading.current_thread() is self.thread:
+            msg = "a local async actor's loop cannot wait for itself"
+            raise RuntimeError(msg)
+        return self.submit(body).result()
+
+    def cancel_all(self) -> None:
+        """Cancel every running call (the actor was killed)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        for task in list(self.tasks):
+            loop.call_soon_threadsafe(task.cancel)
+
+    def in_loop(self) -> bool:
+        """Whether the current thread is this loop's."""
+        return threading.current_thread() is self.thread

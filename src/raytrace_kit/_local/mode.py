@@ -24,11 +24,13 @@ class LocalConfig:
         enabled: Whether debuggable calls run locally.
         copy: Copy arguments and results through Ray's serializer.
         post_mortem: Open ``pdb.post_mortem`` at the failing frame when a call raises.
+        strict: A plain ``@ray.remote`` call raises instead of warning.
     """
 
     enabled: bool = True
     copy: bool = True
     post_mortem: bool = False
+    strict: bool = False
 
 
 OFF = LocalConfig(enabled=False)
@@ -71,5 +73,9 @@ def config_for(options: DebugOptions) -> LocalConfig | None:
         return config
     if options.local:
         process_wide = _process_wide()
-        return DEFAULT_ON if process_wide is OFF else LocalConfig(copy=process_wide.copy)
+        return (
+            DEFAULT_ON
+            if process_wide is OFF
+            else LocalConfig(copy=process_wide.copy, strict=process_wide.strict)
+        )
     return None

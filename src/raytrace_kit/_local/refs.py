@@ -1,23 +1,30 @@
-"""Results of local calls: ``LocalRef``, copies through Ray's serializer, and error refs.
+"""Results of local calls: ``LocalRef`` (a real ``ray.ObjectRef``), copies, and error refs.
 
-With Ray initialized, local results are real ``ObjectRef`` objects (``ray.put``), so they mix
-with everything Ray offers. Without Ray, they are :class:`LocalRef` objects, which the
-``ray.*`` hooks (:mod:`.hooks`) understand.
+A local call's result is a :class:`LocalRef`, with or without ``ray.init()``: a subclass of
+``ray.ObjectRef`` that holds its value in this process, so ``isinstance`` checks, ``await``,
+``.future()`` and the ``ray.*`` hooks (:mod:`.hooks`) all work and no object store is
+needed. A ref can be *pending* (an async actor call still running on the actor's loop):
+``ray.get`` and ``await`` then wait for it.
+
+Copies go through cloudpickle with protocol 5 and out-of-band buffers, as Ray's serializer:
+arrays come back read-only and 64-byte aligned, as zero-copy reads from Ray's object store.
 """
 
 from __future__ import annotations
 
-import io
+import asyncio
+import concurrent.futures
+import itertools
 import os
-import pickle
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
-from raytrace_kit import _ray_compat
+from raytrace_kit._local.copies import Frozen, InProcess, copy_value
 
 __all__ = [
     "RAY",
@@ -26,8 +33,10 @@ __all__ = [
     "LocalRefGenerator",
     "copy_value",
     "error_ref",
+    "pending_ref",
     "resolve_argument",
     "task_error",
+    "to_ray",
     "value_ref",
 ]
 
@@ -38,168 +47,253 @@ RAY: dict[str, Callable[..., Any]] = {
     "put": ray.put,
     "kill": ray.kill,
     "get_actor": ray.get_actor,
+    "cancel": ray.cancel,
+    "get_runtime_context": ray.get_runtime_context,
+    "get_gpu_ids": ray.get_gpu_ids,
 }
 
+_ID_PREFIX = [os.urandom(20)]  # per process; a fork draws a new one (ids stay distinct)
+_ID_COUNTER = itertools.count()
 
-class LocalRef:
-    """The result of a call run in local mode while Ray is not initialized.
 
-    Use it as an ``ObjectRef``: ``ray.get(ref)``, ``ray.wait([ref])``, or pass it to another
-    debuggable call. Each ``ray.get`` returns a fresh copy when the call copied its result
-    (the default), as Ray deserializes a fresh copy from its object store.
+def _new_id() -> bytes:
+    return _ID_PREFIX[0] + next(_ID_COUNTER).to_bytes(8, "little")
+
+
+os.register_at_fork(after_in_child=lambda: _ID_PREFIX.__setitem__(0, os.urandom(20)))
+
+
+class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
+    """The result of a call run in local mode: a ``ray.ObjectRef`` held in this process.
+
+    Use it as any ``ObjectRef``: ``ray.get(ref)``, ``ray.wait([ref])``, ``await ref``,
+    ``ref.future()``, or pass it to another debuggable call. Each ``ray.get`` returns a
+    fresh copy when the call copied its result (the default), as Ray deserializes a fresh
+    copy from its object store. It cannot leave this process: a Ray worker could not
+    resolve it.
     """
 
-    __slots__ = ("_error", "_id", "_payload", "_value")
+    __slots__ = ("_error", "_future", "_payload", "_value")
 
     def __init__(
         self,
         *,
         value: Any = None,
-        payload: bytes | None = None,
-        error: RayError | None = None,
+        payload: Frozen | None = None,
+        error: BaseException | None = None,
+        future: concurrent.futures.Future[LocalRef] | None = None,
     ) -> None:
+        self._set_id(_new_id())
         self._value = value
         self._payload = payload
         self._error = error
-        self._id = os.urandom(14).hex()
+        self._future = future
 
-    def hex(self) -> str:
-        """A unique id in hex, like ``ObjectRef.hex()``."""
-        return self._id
+    def _settle(self, timeout: float | None = None) -> None:
+        """Wait for a pending ref's call to finish and take its outcome."""
+        future = self._future
+        if future is None:
+            return
+        try:
+            done = future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            msg = "Get timed out: some object(s) not ready."
+            raise GetTimeoutError(msg) from None
+        except concurrent.futures.CancelledError:
+            from ray.exceptions import TaskCancelledError  # noqa: PLC0415
 
-    def _get(self) -> Any:
+            done = LocalRef(error=TaskCancelledError())
+        self._value, self._payload, self._error = done._value, done._payload, done._error
+        self._future = None
+
+    def _ready(self) -> bool:
+        future = self._future
+        return future is None or future.done()
+
+    def _get(self, timeout: float | None = None) -> Any:
+        if self._future is not None:
+            self._settle(timeout)
         error = self._error
-        if isinstance(error, RayTaskError):
-            cause = error.cause
-            dual = error.as_instanceof_cause()
-            # The user's own frames, as real frames: pdb.pm() and IDEs can walk them.
-            raise dual.with_traceback(cause.__traceback__) from None
         if error is not None:
+            if isinstance(error, RayTaskError):
+                cause = error.cause
+                dual = error.as_instanceof_cause()
+                # The user's own frames, as real frames: pdb.pm() and IDEs can walk them.
+                raise dual.with_traceback(getattr(cause, "__traceback__", None)) from None
             raise error  # a Ray system error (ActorDiedError...), raised as Ray raises it
         if self._payload is not None:
-            return _loads(self._payload)
+            return self._payload.load()
         return self._value
 
+    def future(self) -> concurrent.futures.Future[Any]:
+        """A ``concurrent.futures.Future`` of the value, as ``ObjectRef.future()``."""
+        result: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def fill(_: object = None) -> None:
+            try:
+                result.set_result(self._get())
+            except BaseException as exc:
+                result.set_exception(exc)
+
+        pending = self._future
+        if pending is None:
+            fill()
+        else:
+            pending.add_done_callback(fill)
+        return result
+
+    def as_future(self, _internal: bool = False) -> asyncio.Future[Any]:
+        """An ``asyncio.Future`` of the value, as ``ObjectRef.as_future()``."""
+        return asyncio.wrap_future(self.future())
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        pending = self._future
+        if pending is not None and not pending.done():
+            yield from asyncio.wrap_future(pending).__await__()
+        return self._get()
+
+    def __reduce__(self) -> Any:
+        msg = (
+            f"{self!r} is the result of a call that ran in local mode: it lives in this "
+            "process and cannot be sent to a Ray worker or pickled. Pass its value "
+            "(ray.get(ref)), or make the receiving call debuggable so it runs locally too."
+        )
+        raise TypeError(msg)
+
     def __repr__(self) -> str:
-        return f"LocalRef({self._id})"
+        return f"LocalRef({self.hex()})"
 
 
-class LocalRefGenerator:
-    """What a generator function called in local mode returns: its refs, in order.
+def pending_ref(future: concurrent.futures.Future[LocalRef]) -> LocalRef:
+    """A ref that resolves to the finished ref ``future`` gives."""
+    return LocalRef(future=future)
 
-    Like Ray's ``ObjectRefGenerator``, iterate it and ``ray.get`` each ref. The generator
-    already ran to completion; if it raised, the last ref raises at ``ray.get``.
+
+class LocalRefGenerator(ray.ObjectRefGenerator):  # type: ignore[misc]  # untyped base
+    """What a generator called in local mode returns: a ``ray.ObjectRefGenerator``.
+
+    Iterate it (``for ref in gen`` or ``async for``) and ``ray.get`` each ref. The
+    generator runs as you iterate: each ``next()`` runs it to its next ``yield``, in this
+    thread (async generators: on their actor's loop). If it raises, the next ref raises at
+    ``ray.get`` and iteration ends, as in Ray.
     """
 
-    def __init__(self, refs: Sequence[Any]) -> None:
-        self._refs = list(refs)
-        self._next = 0
+    def __init__(self, step: Callable[[], LocalRef] | Sequence[LocalRef]) -> None:
+        # ``step`` produces the next ref or raises StopIteration; a list is already made.
+        self._buffer: deque[LocalRef] = deque()
+        self._step: Callable[[], LocalRef] | None
+        if callable(step):
+            self._step = step
+        else:
+            self._buffer.extend(step)
+            self._step = None
+        self._on_drained: list[Callable[[], None]] = []
 
-    def __iter__(self) -> Iterator[Any]:
+    def _produce(self) -> LocalRef | None:
+        step = self._step
+        if step is None:
+            return None
+        try:
+            return step()
+        except StopIteration:
+            self._finish()
+            return None
+
+    def _finish(self) -> None:
+        self._step = None
+        callbacks, self._on_drained = self._on_drained, []
+        for callback in callbacks:
+            callback()
+
+    def _drain(self) -> None:
+        """Run the generator to its end now, keeping its refs for the iteration."""
+        while self._step is not None:
+            ref = self._produce()
+            if ref is not None:
+                self._buffer.append(ref)
+
+    def __iter__(self) -> Iterator[LocalRef]:
         return self
 
-    def __next__(self) -> Any:
-        if self._next >= len(self._refs):
+    def __next__(self) -> LocalRef:
+        if self._buffer:
+            return self._buffer.popleft()
+        ref = self._produce()
+        if ref is None:
             raise StopIteration
-        ref = self._refs[self._next]
-        self._next += 1
         return ref
 
-    def __len__(self) -> int:
-        return len(self._refs)
+    def __aiter__(self) -> LocalRefGenerator:
+        return self
+
+    async def __anext__(self) -> LocalRef:
+        if self._buffer:
+            return self._buffer.popleft()
+        step = self._step
+        if step is None:
+            raise StopAsyncIteration
+        asynchronous = getattr(step, "asynchronous", None)
+        try:
+            ref = await asynchronous() if asynchronous is not None else step()
+        except StopIteration:
+            self._finish()
+            raise StopAsyncIteration from None
+        return ref
+
+    def completed(self) -> LocalRef:
+        """A ref ready when the generator has finished (it runs to its end now)."""
+        self._drain()
+        if self._buffer and self._buffer[-1]._error is not None:
+            return self._buffer[-1]
+        return LocalRef(value=None)
+
+    def is_finished(self) -> bool:
+        """Whether every ref was produced and taken."""
+        return self._step is None and not self._buffer
+
+    def next_ready(self) -> bool:
+        """Whether ``next()`` returns a ref at once (always: it runs the generator)."""
+        return not self.is_finished()
+
+    def close(self) -> None:
+        self._step = None
+        self._buffer.clear()
+
+    def __del__(self) -> None:
+        pass  # Ray's releases its refs in the object store; nothing to release here
 
     def __repr__(self) -> str:
-        return f"LocalRefGenerator({len(self._refs)} refs)"
-
-
-class InProcess:
-    """Base of objects that stand for in-process things (local actor handles).
-
-    They survive a copy as themselves, the way Ray ships an actor handle rather than the
-    actor.
-    """
-
-    __slots__ = ()
-
-
-class _Pickler(_ray_compat.CloudPickler):  # type: ignore[misc]  # untyped base
-    def __init__(self, file: io.BytesIO, table: dict[int, Any]) -> None:
-        super().__init__(file, protocol=5)
-        self._table = table
-
-    def persistent_id(self, obj: Any) -> int | None:
-        if isinstance(obj, InProcess):
-            self._table[id(obj)] = obj
-            return id(obj)
-        return None
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, table: dict[int, Any]) -> None:
-        super().__init__(file)
-        self._table = table
-
-    def persistent_load(self, pid: Any) -> Any:
-        return self._table[pid]
-
-
-class _Payload(bytes):
-    """Serialized bytes plus the in-process objects they refer to."""
-
-    table: dict[int, Any]
-
-
-def _dumps(value: Any) -> _Payload:
-    buffer = io.BytesIO()
-    table: dict[int, Any] = {}
-    _Pickler(buffer, table).dump(value)
-    payload = _Payload(buffer.getvalue())
-    payload.table = table
-    return payload
-
-
-def _loads(payload: bytes) -> Any:
-    table = getattr(payload, "table", {})
-    return _Unpickler(io.BytesIO(payload), table).load()
-
-
-def copy_value(value: Any) -> Any:
-    """Copy ``value`` through cloudpickle, as Ray's serializer would.
-
-    Raises:
-        Exception: Whatever pickling raises for a value Ray could not serialize either.
-    """
-    return _loads(_dumps(value))
+        state = "finished" if self._step is None else "running"
+        return f"LocalRefGenerator({state}, {len(self._buffer)} refs buffered)"
 
 
 def task_error(exc: BaseException, function: str) -> RayTaskError:
-    """The ``RayTaskError`` Ray would deliver for ``exc`` raised in ``function``."""
+    """The ``RayTaskError`` Ray would deliver for ``exc`` raised in ``function``.
+
+    As in Ray, a cause that cannot be pickled is replaced by a ``RayError`` that says so
+    (``RayTaskError`` does this itself).
+    """
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return RayTaskError(
         function, text, exc, proctitle=f"raytrace_kit local::{function}", pid=os.getpid()
     )
 
 
-def value_ref(value: Any, copy: bool, function: str) -> Any:
-    """A ref holding ``value``: a real ``ObjectRef`` with Ray running, else a LocalRef.
+def value_ref(value: Any, copy: bool, function: str) -> LocalRef:
+    """A ref holding ``value``; a copy unless ``copy`` is false.
 
     A value that cannot be serialized gives an error ref, as a task whose return value
     cannot be serialized fails in Ray.
     """
-    if ray.is_initialized():
-        try:
-            return RAY["put"](value)
-        except Exception as exc:
-            return error_ref(exc, function)
     if not copy:
         return LocalRef(value=value)
     try:
-        return LocalRef(payload=_dumps(value))
+        return LocalRef(payload=Frozen(value))
     except Exception as exc:
         return error_ref(exc, function)
 
 
-def error_ref(exc: BaseException, function: str) -> Any:
+def error_ref(exc: BaseException, function: str) -> LocalRef:
     """A ref whose ``ray.get`` raises what Ray raises for ``exc`` in ``function``.
 
     A user exception becomes a ``RayTaskError``; a Ray system error (``ActorDiedError``
@@ -208,10 +302,6 @@ def error_ref(exc: BaseException, function: str) -> Any:
     if isinstance(exc, RayError) and not isinstance(exc, RayTaskError):
         return LocalRef(error=exc)
     error = exc if isinstance(exc, RayTaskError) else task_error(exc, function)
-    if ray.is_initialized():
-        # Ray stores a RayTaskError as a task error: ray.get raises it, here and in
-        # every task that receives the ref.
-        return RAY["put"](error)
     return LocalRef(error=error)
 
 
@@ -226,3 +316,26 @@ def resolve_argument(arg: Any) -> Any:
     if isinstance(arg, ray.ObjectRef):
         return RAY["get"](arg)
     return arg
+
+
+def to_ray(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Arguments for a call that goes to Ray: top-level local refs become real refs.
+
+    A local ref's value (or error) is put in Ray's object store, so the worker receives it
+    as Ray delivers any ref's value; without this, Ray would wait for an object that is
+    not in its store.
+    """
+    if not any(type(a) is LocalRef for a in args) and not any(
+        type(v) is LocalRef for v in kwargs.values()
+    ):
+        return args, kwargs
+    return tuple(_real(a) for a in args), {k: _real(v) for k, v in kwargs.items()}
+
+
+def _real(arg: Any) -> Any:
+    if type(arg) is not LocalRef:
+        return arg
+    arg._settle()
+    if arg._error is not None:
+        return RAY["put"](arg._error)
+    return RAY["put"](arg._get())

@@ -8,23 +8,40 @@ passed as top-level arguments are resolved, and failures surface at ``ray.get`` 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import os
 import pdb
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from ray.exceptions import RayTaskError
 
+from raytrace_kit import _ray_compat
 from raytrace_kit._local import mode, refs
 from raytrace_kit._local.mode import LocalConfig
+from raytrace_kit._local.refs import LocalRef
 from raytrace_kit._options import CallSpec
+from raytrace_kit._worker import boundary as boundary_runners
 from raytrace_kit._worker.boundary import Boundary
 
-__all__ = ["Retry", "check_call", "execute_call", "is_generator", "prepare_arguments", "run"]
+__all__ = [
+    "NO_RETRY",
+    "Outcome",
+    "Retry",
+    "check_call",
+    "execute_call",
+    "failed_refs",
+    "is_generator",
+    "lazy_generator",
+    "package",
+    "prepare",
+    "prepare_arguments",
+    "run",
+]
 
 
-class _Outcome:
+class Outcome:
     """What a local call produced: a value (or generator items) and/or an exception."""
 
     __slots__ = ("error", "items", "value")
@@ -79,9 +96,9 @@ def execute_call(
     generator: bool = False,
     attempt: int = 0,
     retry: Retry | None = None,
-) -> _Outcome:
+) -> Outcome:
     """Run one call in this thread, inside the instrumentation boundary."""
-    outcome = _Outcome()
+    outcome = Outcome()
     token = mode.OVERRIDE.set(config)  # calls made from inside run locally too
     try:
         boundary = Boundary(spec, owner, mode="local", actor_id=actor_id, attempt=attempt)
@@ -154,11 +171,11 @@ class Retry:
                     os.environ[key] = value
 
 
-_NO_RETRY = Retry({"max_retries": 0})
+NO_RETRY = Retry({"max_retries": 0})
 
 
 def _call_into(
-    outcome: _Outcome,
+    outcome: Outcome,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -173,7 +190,7 @@ def _call_into(
         outcome.value = result
 
 
-def _package(outcome: _Outcome, num_returns: Any, copy: bool, function: str) -> Any:
+def package(outcome: Outcome, num_returns: Any, copy: bool, function: str) -> Any:
     """Turn an outcome into what ``.remote()`` returns in Ray for these ``num_returns``."""
     if outcome.items is not None and num_returns in (None, "streaming"):
         made = [refs.value_ref(item, copy, function) for item in outcome.items]
@@ -184,7 +201,9 @@ def _package(outcome: _Outcome, num_returns: Any, copy: bool, function: str) -> 
         if outcome.error is not None:
             return refs.error_ref(outcome.error, function)
         produced = outcome.items if outcome.items is not None else list(outcome.value)
-        inner = refs.LocalRefGenerator([refs.value_ref(v, copy, function) for v in produced])
+        inner = _ray_compat.DynamicObjectRefGenerator(
+            [refs.value_ref(v, copy, function) for v in produced]
+        )
         return refs.value_ref(inner, False, function)
     count = 1 if num_returns is None else int(num_returns)
     error = outcome.error
@@ -203,6 +222,32 @@ def _package(outcome: _Outcome, num_returns: Any, copy: bool, function: str) -> 
     return made[0] if count == 1 else made
 
 
+def failed_refs(error: RayTaskError, num_returns: Any, function: str) -> Any:
+    """What a call whose dependency failed returns: that error, in each of its refs."""
+    ref = refs.error_ref(error, function)
+    count = 1 if num_returns in (None, "streaming", "dynamic") else int(num_returns)
+    return ref if count == 1 else [ref] * count
+
+
+def prepare(
+    spec: CallSpec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    config: LocalConfig,
+    instance: Any,
+) -> tuple[tuple[Any, ...], dict[str, Any], int | None]:
+    """Arguments as the call receives them, and the owner (the actor instance's id).
+
+    Raises:
+        RayTaskError: A dependency failed.
+        TypeError: An argument cannot be serialized.
+    """
+    args, kwargs = prepare_arguments(args, kwargs, config, spec.function)
+    if instance is None:
+        return args, kwargs, None
+    return (instance, *args), kwargs, id(instance)  # the actor itself is never copied
+
+
 def run(
     spec: CallSpec,
     fn: Callable[..., Any],
@@ -216,39 +261,91 @@ def run(
     generator: bool,
     retry: Retry | None = None,
 ) -> Any:
-    owner = None
+    """Run one call now, in this thread; what ``.remote()`` returns.
+
+    A generator called for streaming (the default ``num_returns``) runs as its caller
+    iterates: see :func:`lazy_generator`.
+    """
     try:
-        args, kwargs = prepare_arguments(args, kwargs, config, spec.function)
-        if instance is not None:  # the actor itself is not an argument: never copied
-            args, owner = (instance, *args), id(instance)
+        args, kwargs, owner = prepare(spec, args, kwargs, config, instance)
     except RayTaskError as failed_dependency:
-        outcome = _Outcome()
-        outcome.error = failed_dependency
-    else:
-        retry = retry or _NO_RETRY
-        with retry.environment():
-            attempt = 0
-            while True:
-                outcome = execute_call(
-                    spec,
-                    fn,
-                    args,
-                    kwargs,
-                    config,
-                    owner=owner,
-                    actor_id=actor_id,
-                    generator=generator,
-                    attempt=attempt,
-                    retry=retry,
-                )
-                if outcome.error is None or not retry.again(outcome.error, attempt):
-                    break
-                attempt += 1
+        return failed_refs(failed_dependency, num_returns, spec.function)
+    if generator and num_returns in (None, "streaming") and inspect.isgeneratorfunction(fn):
+        return lazy_generator(spec, fn, args, kwargs, config, owner=owner, actor_id=actor_id)
+    retry = retry or NO_RETRY
+    with retry.environment():
+        attempt = 0
+        while True:
+            outcome = execute_call(
+                spec,
+                fn,
+                args,
+                kwargs,
+                config,
+                owner=owner,
+                actor_id=actor_id,
+                generator=generator,
+                attempt=attempt,
+                retry=retry,
+            )
+            if outcome.error is None or not retry.again(outcome.error, attempt):
+                break
+            attempt += 1
     if isinstance(outcome.error, RayTaskError):
-        ref = refs.error_ref(outcome.error, spec.function)
-        count = 1 if num_returns in (None, "streaming", "dynamic") else int(num_returns)
-        return ref if count == 1 else [ref] * count
-    return _package(outcome, num_returns, config.copy, spec.function)
+        return failed_refs(outcome.error, num_returns, spec.function)
+    return package(outcome, num_returns, config.copy, spec.function)
+
+
+def lazy_generator(
+    spec: CallSpec,
+    fn: Callable[..., Generator[Any, Any, Any]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    config: LocalConfig,
+    *,
+    owner: int | None,
+    actor_id: str | None,
+    before_step: Callable[[], LocalRef | None] | None = None,
+) -> refs.LocalRefGenerator:
+    """A streaming generator call that runs as the caller iterates, in the caller's thread.
+
+    Each ``next()`` runs the generator to its next ``yield`` inside the call's own context
+    (the boundary, local mode), so code between two ``next()`` calls is not part of the
+    call. The call starts (``call.start``) at the first ``next()`` and ends when the
+    generator does. ``before_step`` may end it first (its actor died).
+    """
+    context = contextvars.copy_context()
+    function = spec.function
+    running: list[Generator[Any, Any, Any]] = []
+    finished = [False]
+
+    def start() -> Generator[Any, Any, Any]:
+        mode.OVERRIDE.set(config)
+        return boundary_runners.run_generator(
+            spec, fn, args, kwargs, owner, mode="local", actor_id=actor_id
+        )
+
+    def step() -> LocalRef:
+        if finished[0]:
+            raise StopIteration
+        if before_step is not None and (ended := before_step()) is not None:
+            finished[0] = True
+            return ended
+        if not running:
+            running.append(context.run(start))
+        try:
+            item = context.run(next, running[0])
+        except StopIteration:
+            finished[0] = True
+            raise
+        except Exception as exc:
+            finished[0] = True
+            if config.post_mortem or spec.options.post_mortem:
+                pdb.post_mortem(exc.__traceback__)
+            return refs.error_ref(exc, function)
+        return refs.value_ref(item, config.copy, function)
+
+    return refs.LocalRefGenerator(step)
 
 
 def check_call(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

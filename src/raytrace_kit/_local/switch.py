@@ -21,7 +21,9 @@ __all__ = ["ENV_LOCAL_MODE", "activate", "is_local_mode", "local_mode", "set_loc
 ENV_LOCAL_MODE = "RAYTRACE_LOCAL_MODE"
 
 
-def set_local_mode(enabled: bool, *, copy: bool = True, post_mortem: bool = False) -> None:
+def set_local_mode(
+    enabled: bool, *, copy: bool = True, post_mortem: bool = False, strict: bool = False
+) -> None:
     """Turn local mode on or off for the whole process.
 
     ``with local_mode():`` blocks take precedence inside them.
@@ -30,16 +32,20 @@ def set_local_mode(enabled: bool, *, copy: bool = True, post_mortem: bool = Fals
         enabled: Run debuggable calls in this process.
         copy: Copy arguments and results through Ray's serializer, as Ray does.
         post_mortem: Open ``pdb.post_mortem`` when a local call raises.
+        strict: A plain ``@ray.remote`` call (which would run on Ray) raises
+            :class:`~raytrace_kit.LocalModeError` instead of warning.
     """
     _require_bool("set_local_mode", enabled)
     if enabled:
         activate()
-    _process.state.local_setting = LocalConfig(enabled=enabled, copy=copy, post_mortem=post_mortem)
+    _process.state.local_setting = LocalConfig(
+        enabled=enabled, copy=copy, post_mortem=post_mortem, strict=strict
+    )
 
 
 @contextmanager
 def local_mode(
-    enabled: bool = True, *, copy: bool = True, post_mortem: bool = False
+    enabled: bool = True, *, copy: bool = True, post_mortem: bool = False, strict: bool = False
 ) -> Iterator[None]:
     """Run every debuggable call made inside the block in this process.
 
@@ -57,6 +63,9 @@ def local_mode(
             cannot serialize fail as in Ray. ``False`` passes objects as they are: faster,
             but a mutation is then visible to the caller.
         post_mortem: Open ``pdb.post_mortem`` at the failing frame when a call raises.
+        strict: A plain (non-debuggable) ``@ray.remote`` call inside the block raises
+            :class:`~raytrace_kit.LocalModeError`; by default it warns once per function,
+            naming it. Either way, nothing in local mode starts a cluster silently.
 
     Example:
         >>> with local_mode():
@@ -65,7 +74,8 @@ def local_mode(
     _require_bool("local_mode", enabled)
     if enabled:
         activate()
-    token = mode.OVERRIDE.set(LocalConfig(enabled=enabled, copy=copy, post_mortem=post_mortem))
+    config = LocalConfig(enabled=enabled, copy=copy, post_mortem=post_mortem, strict=strict)
+    token = mode.OVERRIDE.set(config)
     try:
         yield
     finally:

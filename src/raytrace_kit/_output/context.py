@@ -69,11 +69,13 @@ class ActiveCall:
     def capture(self) -> None:
         """Read the Ray ids of the running task and render the shared JSON members."""
         self.call_id = _process.new_call_id()
-        identity = self.identity = _process.process_identity()
         if self.mode != "local":  # "ray", or "pinned" (a Ray actor task)
+            identity = self.identity = _process.process_identity()
             self.task_id, self.actor_id, self.attempt = _process.call_ids()
-        else:  # local mode: no Ray task behind the call
-            self.task_id, self.actor_id = None, self.local_actor_id
+        else:  # local mode: no Ray task behind the call; ids of its own, as Ray's would be
+            identity = self.identity = _process.local_identity()
+            self.actor_id = self.local_actor_id
+            self.task_id = _process.local_task_id(self.actor_id, identity.job_id)
             self.attempt = self.local_attempt
         self.fragment = schema.call_members(
             call_id=self.call_id,

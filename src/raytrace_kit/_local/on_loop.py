@@ -1,0 +1,250 @@
+"""Calls of local async actors, on the actor's loop (see :mod:`.loop`).
+
+Each call is a task on the loop: it waits for its pending arguments, as Ray waits for a
+call's dependencies, then runs inside the boundary; coroutine methods are awaited, sync
+methods block the loop as they do in Ray. Streaming generators run as their caller
+iterates, driven by one task so that the call keeps one context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import pdb
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Any
+
+from ray.exceptions import RayTaskError
+
+from raytrace_kit._local import mode, refs
+from raytrace_kit._local.loop import ActorLoop
+from raytrace_kit._local.mode import LocalConfig
+from raytrace_kit._local.refs import LocalRef
+from raytrace_kit._local.run import NO_RETRY, Outcome, Retry, failed_refs, package, prepare
+from raytrace_kit._options import CallSpec
+from raytrace_kit._worker import boundary as boundary_runners
+from raytrace_kit._worker.boundary import Boundary
+
+__all__ = ["LoopGenerator", "execute_async_call", "run_async"]
+
+
+async def _dependencies(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Wait for pending refs among the arguments, as Ray waits before starting a call."""
+    for arg in (*args, *kwargs.values()):
+        if type(arg) is LocalRef and not arg._ready():
+            with contextlib.suppress(Exception):
+                await arg  # a failure surfaces when the arguments are prepared
+
+
+async def execute_async_call(
+    spec: CallSpec,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    config: LocalConfig,
+    *,
+    owner: int | None,
+    actor_id: str | None,
+    attempt: int = 0,
+    retry: Retry | None = None,
+) -> Outcome:
+    """Run one call of an async actor on its loop: awaited if a coroutine, else called."""
+    outcome = Outcome()
+    mode.OVERRIDE.set(config)  # this task's own context
+    try:
+        boundary = Boundary(spec, owner, mode="local", actor_id=actor_id, attempt=attempt)
+        with boundary:
+            tracker = boundary.tracker
+            if tracker is not None:
+                try:
+                    tracker.__enter__()
+                except Exception as exc:
+                    boundary.not_tracked(exc)
+                    tracker = None
+            try:
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+                outcome.value = result
+            finally:
+                if tracker is not None:
+                    boundary.untrack(tracker)
+    except Exception as exc:
+        outcome.error = exc
+        retried = retry is not None and retry.again(exc, attempt)
+        if (config.post_mortem or spec.options.post_mortem) and not retried:
+            pdb.post_mortem(exc.__traceback__)
+    return outcome
+
+
+async def run_async(
+    spec: CallSpec,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    config: LocalConfig,
+    num_returns: Any,
+    instance: Any,
+    actor_id: str | None,
+    retry: Retry | None = None,
+) -> Any:
+    """One call of an async actor, as a task on its loop; what its refs resolve to."""
+    await _dependencies(args, kwargs)
+    try:
+        args, kwargs, owner = prepare(spec, args, kwargs, config, instance)
+    except RayTaskError as failed_dependency:
+        return failed_refs(failed_dependency, num_returns, spec.function)
+    retry = retry or NO_RETRY
+    attempt = 0
+    while True:
+        outcome = await execute_async_call(
+            spec,
+            fn,
+            args,
+            kwargs,
+            config,
+            owner=owner,
+            actor_id=actor_id,
+            attempt=attempt,
+            retry=retry,
+        )
+        if outcome.error is None or not retry.again(outcome.error, attempt):
+            break
+        attempt += 1
+    if isinstance(outcome.error, RayTaskError):
+        return failed_refs(outcome.error, num_returns, spec.function)
+    return package(outcome, num_returns, config.copy, spec.function)
+
+
+class LoopGenerator:
+    """A streaming generator call of an async actor, run on the actor's loop as iterated.
+
+    One task on the loop drives the generator (async, or sync as Ray runs it there), so
+    the whole call shares one context; each ``next()`` asks it for one more item.
+    """
+
+    def __init__(
+        self,
+        actor_loop: ActorLoop,
+        spec: CallSpec,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        config: LocalConfig,
+        instance: Any,
+        actor_id: str | None,
+    ) -> None:
+        self._actor_loop = actor_loop
+        self._call = (spec, fn, args, kwargs, config, instance, actor_id)
+        self._waiting: deque[concurrent.futures.Future[LocalRef]] = deque()
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._finished = False
+
+    def _request(self) -> concurrent.futures.Future[LocalRef]:
+        reply: concurrent.futures.Future[LocalRef] = concurrent.futures.Future()
+        if self._finished:
+            reply.set_exception(StopIteration())
+            return reply
+        if self._loop is None:
+            self._actor_loop.submit(self._drive)
+            self._loop = self._actor_loop.loop
+        self._loop.call_soon_threadsafe(self._deliver, reply)
+        return reply
+
+    def _deliver(self, reply: concurrent.futures.Future[LocalRef]) -> None:
+        if self._finished:
+            reply.set_exception(StopIteration())
+            return
+        self._waiting.append(reply)
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        self._wake.set()
+
+    async def _next_request(self) -> concurrent.futures.Future[LocalRef]:
+        while not self._waiting:
+            if self._wake is None:
+                self._wake = asyncio.Event()
+            self._wake.clear()
+            await self._wake.wait()
+        return self._waiting.popleft()
+
+    def _end(self) -> None:
+        self._finished = True
+        while self._waiting:
+            self._waiting.popleft().set_exception(StopIteration())
+
+    async def _drive(self) -> None:
+        spec, fn, args, kwargs, config, instance, actor_id = self._call
+        function = spec.function
+        reply = await self._next_request()
+        await _dependencies(args, kwargs)
+        try:
+            args, kwargs, owner = prepare(spec, args, kwargs, config, instance)
+        except RayTaskError as failed_dependency:
+            reply.set_result(refs.error_ref(failed_dependency, function))
+            self._end()
+            return
+        mode.OVERRIDE.set(config)
+        if inspect.isasyncgenfunction(fn):
+            items: Any = boundary_runners.run_async_generator(
+                spec, fn, args, kwargs, owner, mode="local", actor_id=actor_id
+            )
+        else:
+            items = _as_async(
+                boundary_runners.run_generator(
+                    spec, fn, args, kwargs, owner, mode="local", actor_id=actor_id
+                )
+            )
+        try:
+            while True:
+                try:
+                    item = await items.__anext__()
+                except StopAsyncIteration:
+                    reply.set_exception(StopIteration())
+                    return
+                except Exception as exc:
+                    if config.post_mortem or spec.options.post_mortem:
+                        pdb.post_mortem(exc.__traceback__)
+                    reply.set_result(refs.error_ref(exc, function))
+                    return
+                reply.set_result(refs.value_ref(item, config.copy, function))
+                reply = await self._next_request()
+        finally:
+            self._end()
+
+    def step(self) -> LocalRef:
+        """The next ref, for a caller in another thread (raises StopIteration at the end)."""
+        return self._request().result()
+
+    async def asynchronous(self) -> LocalRef:
+        """The next ref, for a caller in any event loop."""
+        return await asyncio.wrap_future(self._request())
+
+    def generator(self) -> refs.LocalRefGenerator:
+        """The ``ObjectRefGenerator`` the caller iterates."""
+        return refs.LocalRefGenerator(_Step(self))
+
+
+class _Step:
+    """``LoopGenerator``'s step as :class:`~.refs.LocalRefGenerator` calls it."""
+
+    __slots__ = ("_owner", "asynchronous")
+
+    def __init__(self, owner: LoopGenerator) -> None:
+        self._owner = owner
+        self.asynchronous = owner.asynchronous
+
+    def __call__(self) -> LocalRef:
+        return self._owner.step()
+
+
+async def _as_async(items: Generator[Any, Any, Any]) -> Any:
+    """A sync generator driven from the loop, blocking it at each step as Ray does."""
+    for item in items:
+        yield item
