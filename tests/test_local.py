@@ -277,8 +277,10 @@ class TestWithoutRay:
     def test_named_actor_get_actor_and_kill(self) -> None:
         """ray.get_actor finds local named actors; ray.kill ends one."""
         with local_mode():
-            Counter.options(name="local-counter").remote(0)
+            # Held: as in Ray, a (non-detached) named actor ends with its last handle.
+            counter = Counter.options(name="local-counter").remote(0)
             again = ray.get_actor("local-counter")
+            assert again == counter
             assert ray.get(again.incr.remote()) == 1
             ray.kill(again)
             with pytest.raises(ActorDiedError):

@@ -94,7 +94,12 @@ class State:
         # --- local mode (see _local): process-wide setting, routing switch, actors, hooks
         self.local_setting: Any = None  # a LocalConfig, or None: off (set by _local.mode)
         self.local_active = False  # False until local mode is first used
-        self.local_actors: dict[tuple[str, str | None], Any] = {}  # (name, namespace)
+        # (name, namespace) -> actor. Weak, as in Ray: a named actor ends with its last
+        # handle, unless detached (those are kept alive in local_detached).
+        self.local_actors: weakref.WeakValueDictionary[tuple[str, str | None], Any] = (
+            weakref.WeakValueDictionary()
+        )
+        self.local_detached: list[Any] = []
         # Every live local actor by id (weak: an actor lives while a handle does).
         self.local_actors_by_id: weakref.WeakValueDictionary[str, Any] = (
             weakref.WeakValueDictionary()
@@ -140,10 +145,11 @@ def _after_fork_in_child() -> None:
     state.lock = threading.Lock()
     writers = list(state.writers.values())
     statm = state.statm_fd
-    hooks, actors, by_id, setting, active = (
+    hooks, actors, by_id, detached, setting, active = (
         state.ray_hooks,
         state.local_actors,
         state.local_actors_by_id,
+        state.local_detached,
         state.local_setting,
         state.local_active,
     )
@@ -157,6 +163,7 @@ def _after_fork_in_child() -> None:
             os.close(statm)
     # What the program configured stays configured; the loop thread did not survive.
     state.ray_hooks, state.local_actors, state.local_actors_by_id = hooks, actors, by_id
+    state.local_detached = detached
     state.local_setting, state.local_active = setting, active
 
 

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import ray
+import ray.cloudpickle
 from typing_extensions import Self
 
 from raytrace_kit import _process, _ray_compat
@@ -64,7 +65,15 @@ def _with_post_mortem(ray_options: dict[str, Any]) -> dict[str, Any]:
 class _Shared:
     """State shared by every proxy derived from one decorated object."""
 
-    __slots__ = ("checked", "nodes_checked", "runner", "signature", "token", "variants")
+    __slots__ = (
+        "checked",
+        "nodes_checked",
+        "runner",
+        "signature",
+        "size_checked",
+        "token",
+        "variants",
+    )
 
     def __init__(self, token: str | None = None) -> None:
         # Names this decorated object across processes (it travels when a proxy is pickled).
@@ -73,6 +82,8 @@ class _Shared:
         self.variants: dict[DebugOptions, Any] = {}
         # The code passed check_serializable() (check="first"/"always").
         self.checked = False
+        # Local mode checked the pickled code's size once, as Ray does when it exports it.
+        self.size_checked = False
         # inspect.signature() of the user's code, to name arguments (check="always").
         self.signature: inspect.Signature | None = None
         # pin=True: the runner actor and the specs registered with it.
@@ -218,8 +229,7 @@ class Debuggable:
             if options.local or _process.state.local_active:
                 config = config_for(options)
                 if config is not None:
-                    activate_local_mode()  # @debuggable(local=True) can be the first use
-                    return self._run_locally(config, args, kwargs)
+                    return self._local_call(config, args, kwargs)
             pin = options.pin
             if pin is not None:
                 if pin.node_id is not None:
@@ -254,6 +264,31 @@ class Debuggable:
         self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         raise NotImplementedError
+
+    def _local_call(
+        self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        activate_local_mode()  # @debuggable(local=True) can be the first use
+        if not self._shared.size_checked:
+            self._check_size()
+        return self._run_locally(config, args, kwargs)
+
+    def _check_size(self) -> None:
+        """Ray pickles the code once, at first ``.remote()``; too large raises there.
+
+        Local mode does the same, so a function closing over 100 MiB fails as in Ray.
+
+        Raises:
+            ValueError: Ray's error: larger than ``FUNCTION_SIZE_ERROR_THRESHOLD``.
+        """
+        python = self._python
+        pickled = ray.cloudpickle.dumps(python)
+        if self._kind == "function":  # named as Ray names them in this message
+            name, kind = f"{python.__module__}.{python.__name__}", "remote function"
+        else:
+            name, kind = python.__name__, "actor"
+        _ray_compat.check_function_size(pickled, name, kind)
+        self._shared.size_checked = True
 
     def _call_pinned(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise NotImplementedError

@@ -224,7 +224,7 @@ class LocalActorMethod:
             if actor.dead is not None:
                 return _died_refs(actor, num_returns, spec.function)
             try:
-                return await on_loop.run_async(
+                made = await on_loop.run_async(
                     spec,
                     method,
                     args,
@@ -241,6 +241,8 @@ class LocalActorMethod:
                 if actor.dead is not None:
                     return _died_refs(actor, num_returns, spec.function)
                 return _died_refs(actor, num_returns, spec.function, TaskCancelledError())
+            # Killed while it ran: its refs report the actor's death, as in Ray.
+            return made if actor.dead is None else _died_refs(actor, num_returns, spec.function)
 
         count = 1 if num_returns in (None, "dynamic") else int(num_returns)
         future = actor_loop.submit(body)
@@ -317,6 +319,8 @@ def create_actor(
         actor = LocalActor(cls, options, ray_options)
         if name:
             state.local_actors[key] = actor
+            if ray_options.get("lifetime") == "detached":
+                state.local_detached.append(actor)  # lives on without handles, as in Ray
 
     def construct(*init_args: Any, **init_kwargs: Any) -> None:
         actor.instance = cls(*init_args, **init_kwargs)

@@ -178,6 +178,8 @@ def die(actor: LocalActor, error: BaseException) -> None:
         for key, value in list(state.local_actors.items()):
             if value is actor:
                 del state.local_actors[key]
+        if actor in state.local_detached:
+            state.local_detached.remove(actor)
     if actor.loop is not None:
         actor.loop.cancel_all()
 

@@ -17,7 +17,8 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any
 
-from ray.exceptions import RayTaskError
+from ray import TaskID
+from ray.exceptions import RayTaskError, TaskCancelledError
 
 from raytrace_kit._local import mode, refs
 from raytrace_kit._local.loop import ActorLoop
@@ -54,8 +55,8 @@ async def execute_async_call(
     """Run one call of an async actor on its loop: awaited if a coroutine, else called."""
     outcome = Outcome()
     mode.OVERRIDE.set(config)  # this task's own context
+    boundary = Boundary(spec, owner, mode="local", actor_id=actor_id, attempt=attempt)
     try:
-        boundary = Boundary(spec, owner, mode="local", actor_id=actor_id, attempt=attempt)
         with boundary:
             tracker = boundary.tracker
             if tracker is not None:
@@ -72,6 +73,11 @@ async def execute_async_call(
             finally:
                 if tracker is not None:
                     boundary.untrack(tracker)
+    except asyncio.CancelledError:
+        # ray.cancel (or ray.kill) of a running call: Ray's TaskCancelledError, naming it.
+        call = getattr(boundary, "call", None)
+        task_id = None if call is None else call.task_id
+        outcome.error = TaskCancelledError(None if task_id is None else TaskID.from_hex(task_id))
     except Exception as exc:
         outcome.error = exc
         retried = retry is not None and retry.again(exc, attempt)

@@ -161,7 +161,7 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
         raise TypeError(msg)
 
     def __repr__(self) -> str:
-        return f"LocalRef({self.hex()})"
+        return f"ObjectRef({self.hex()})"  # as Ray's: messages and logs read the same
 
 
 def pending_ref(future: concurrent.futures.Future[LocalRef]) -> LocalRef:

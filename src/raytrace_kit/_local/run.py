@@ -15,7 +15,7 @@ import pdb
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
-from ray.exceptions import RayTaskError
+from ray.exceptions import RayError, RayTaskError
 
 from raytrace_kit import _ray_compat
 from raytrace_kit._local import mode, refs
@@ -147,8 +147,8 @@ class Retry:
 
     def again(self, error: BaseException, attempt: int) -> bool:
         """Whether a call that raised ``error`` on ``attempt`` (0 first) runs again."""
-        if self.retry_on is False or isinstance(error, RayTaskError):
-            return False  # a failed dependency is not the call's own failure
+        if self.retry_on is False or isinstance(error, RayError):
+            return False  # a failed dependency, a cancellation: not the call's own failure
         if self.max_retries != -1 and attempt >= self.max_retries:
             return False
         return self.retry_on is True or isinstance(error, self.retry_on)
