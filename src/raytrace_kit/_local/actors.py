@@ -238,15 +238,19 @@ class LocalActorMethod:
             except ActorExit:
                 return _died_refs(actor, num_returns, spec.function)
             except asyncio.CancelledError:
-                if actor.dead is not None:
-                    return _died_refs(actor, num_returns, spec.function)
-                return _died_refs(actor, num_returns, spec.function, TaskCancelledError())
+                cancelled = None if _dead(actor) else TaskCancelledError()
+                return _died_refs(actor, num_returns, spec.function, cancelled)
             # Killed while it ran: its refs report the actor's death, as in Ray.
-            return made if actor.dead is None else _died_refs(actor, num_returns, spec.function)
+            return _died_refs(actor, num_returns, spec.function) if _dead(actor) else made
 
         count = 1 if num_returns in (None, "dynamic") else int(num_returns)
         future = actor_loop.submit(body)
         return None if count == 0 else _pending(future, count, actor)
+
+
+def _dead(actor: LocalActor) -> bool:
+    """Whether the actor died (read anew: another thread or an await may have killed it)."""
+    return actor.dead is not None
 
 
 def _died_refs(

@@ -323,6 +323,7 @@ def activate() -> None:
     state = _process.state
     if state.local_active:
         return
+    installed: Callable[..., Any]
     with state.lock:
         for dotted, hook in _HOOKS.items():
             owner, attribute = _owner(dotted)

@@ -73,6 +73,8 @@ class ActorLoop:
 
             def finished(done: asyncio.Task[Any]) -> None:
                 self.tasks.discard(done)
+                if future.done():
+                    return  # cancelled before it started
                 if done.cancelled():
                     future.cancel()
                 elif (error := done.exception()) is not None:

@@ -147,15 +147,15 @@ class LoopGenerator:
     ) -> None:
         self._actor_loop = actor_loop
         self._call = (spec, fn, args, kwargs, config, instance, actor_id)
-        self._waiting: deque[concurrent.futures.Future[LocalRef]] = deque()
+        self._waiting: deque[concurrent.futures.Future[LocalRef | None]] = deque()
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._finished = False
 
-    def _request(self) -> concurrent.futures.Future[LocalRef]:
-        reply: concurrent.futures.Future[LocalRef] = concurrent.futures.Future()
+    def _request(self) -> concurrent.futures.Future[LocalRef | None]:
+        reply: concurrent.futures.Future[LocalRef | None] = concurrent.futures.Future()
         if self._finished:
-            reply.set_exception(StopIteration())
+            reply.set_result(None)
             return reply
         if self._loop is None:
             self._actor_loop.submit(self._drive)
@@ -163,16 +163,16 @@ class LoopGenerator:
         self._loop.call_soon_threadsafe(self._deliver, reply)
         return reply
 
-    def _deliver(self, reply: concurrent.futures.Future[LocalRef]) -> None:
+    def _deliver(self, reply: concurrent.futures.Future[LocalRef | None]) -> None:
         if self._finished:
-            reply.set_exception(StopIteration())
+            reply.set_result(None)
             return
         self._waiting.append(reply)
         if self._wake is None:
             self._wake = asyncio.Event()
         self._wake.set()
 
-    async def _next_request(self) -> concurrent.futures.Future[LocalRef]:
+    async def _next_request(self) -> concurrent.futures.Future[LocalRef | None]:
         while not self._waiting:
             if self._wake is None:
                 self._wake = asyncio.Event()
@@ -183,7 +183,7 @@ class LoopGenerator:
     def _end(self) -> None:
         self._finished = True
         while self._waiting:
-            self._waiting.popleft().set_exception(StopIteration())
+            self._waiting.popleft().set_result(None)
 
     async def _drive(self) -> None:
         spec, fn, args, kwargs, config, instance, actor_id = self._call
@@ -212,7 +212,7 @@ class LoopGenerator:
                 try:
                     item = await items.__anext__()
                 except StopAsyncIteration:
-                    reply.set_exception(StopIteration())
+                    reply.set_result(None)
                     return
                 except Exception as exc:
                     if config.post_mortem or spec.options.post_mortem:
@@ -226,10 +226,13 @@ class LoopGenerator:
 
     def step(self) -> LocalRef:
         """The next ref, for a caller in another thread (raises StopIteration at the end)."""
-        return self._request().result()
+        ref = self._request().result()
+        if ref is None:
+            raise StopIteration
+        return ref
 
-    async def asynchronous(self) -> LocalRef:
-        """The next ref, for a caller in any event loop."""
+    async def asynchronous(self) -> LocalRef | None:
+        """The next ref, for a caller in any event loop (``None`` at the end)."""
         return await asyncio.wrap_future(self._request())
 
     def generator(self) -> refs.LocalRefGenerator:

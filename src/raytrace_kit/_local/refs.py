@@ -233,11 +233,14 @@ class LocalRefGenerator(ray.ObjectRefGenerator):  # type: ignore[misc]  # untype
         if step is None:
             raise StopAsyncIteration
         asynchronous = getattr(step, "asynchronous", None)
-        try:
-            ref = await asynchronous() if asynchronous is not None else step()
-        except StopIteration:
+        ref: LocalRef | None
+        if asynchronous is not None:  # on another loop: await it, never block this one
+            ref = await asynchronous()
+        else:
+            ref = self._produce()
+        if ref is None:
             self._finish()
-            raise StopAsyncIteration from None
+            raise StopAsyncIteration
         return ref
 
     def completed(self) -> LocalRef:
