@@ -73,7 +73,8 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
         self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         spec, num_returns, generator = self._info()
-        local_run.check_call(self._signature(), args, kwargs)  # where Ray checks them
+        signature = self._signature()  # where Ray checks them:
+        local_run.check_call(signature, args, kwargs, self._shared.arity)
         retry = self._local_retry
         if retry is None:
             retry = self._local_retry = local_run.Retry(self._task_options())

@@ -23,6 +23,7 @@ from typing_extensions import Self
 from raytrace_kit import _process, _ray_compat
 from raytrace_kit._driver import checks, pinning
 from raytrace_kit._driver.blocks import BLOCK
+from raytrace_kit._local import run as local_run
 from raytrace_kit._local.hooks import activate as activate_local_mode
 from raytrace_kit._local.hooks import mark_kit_remote
 from raytrace_kit._local.mode import LocalConfig, config_for
@@ -66,6 +67,7 @@ class _Shared:
     """State shared by every proxy derived from one decorated object."""
 
     __slots__ = (
+        "arity",
         "checked",
         "nodes_checked",
         "runner",
@@ -86,6 +88,8 @@ class _Shared:
         self.size_checked = False
         # inspect.signature() of the user's code, to name arguments (check="always").
         self.signature: inspect.Signature | None = None
+        # Local mode: (fewest, most) positional arguments, when a call needs no binding.
+        self.arity: tuple[int, int] | None = None  # set with signature
         # pin=True: the runner actor and the specs registered with it.
         self.runner = pinning.RunnerSlot(f"raytrace_kit-pinned-{self.token}")
         # pin=<node>: when each node was last found alive, per Ray connection.
@@ -297,7 +301,9 @@ class Debuggable:
         shared = self._shared
         if shared.signature is None:
             # That of a class is its constructor's, without self.
-            shared.signature = inspect.signature(self._python)
+            signature = inspect.signature(self._python)
+            shared.arity = local_run.arity(signature)
+            shared.signature = signature
         return shared.signature
 
     def _check_before_submit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

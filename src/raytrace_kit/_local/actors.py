@@ -104,7 +104,9 @@ class LocalActorMethod:
         if name == "__ray_terminate__":
             return self._terminate()
         if name != "__ray_ready__":
-            run.check_call(actor.signature(name), args, kwargs)  # where Ray checks them
+            run.check_call(
+                actor.signature(name), args, kwargs, actor.arity(name)
+            )  # where Ray checks them
         current = mode.current()
         config = current if current.enabled else mode.DEFAULT_ON
         spec = actor.spec(name)

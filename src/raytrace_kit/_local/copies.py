@@ -14,7 +14,7 @@ from typing import Any
 
 from raytrace_kit import _ray_compat
 
-__all__ = ["Frozen", "InProcess", "copy_value"]
+__all__ = ["ATOMS", "Frozen", "InProcess", "copy_value", "is_atom"]
 
 _ALIGNMENT = 64  # Ray's object store aligns buffers to 64 bytes
 
@@ -61,25 +61,48 @@ def _frozen_buffer(buffer: pickle.PickleBuffer) -> memoryview:
     return view.toreadonly()
 
 
+# Immutable values: a copy could not be told from the original, so none is made.
+ATOMS = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def is_atom(value: Any) -> bool:
+    """Whether ``value`` is immutable all the way down (an atom, or a tuple of atoms)."""
+    kind = type(value)
+    if kind in ATOMS:
+        return True
+    return kind is tuple and all(type(item) in ATOMS for item in value)
+
+
 class Frozen:
     """A value as Ray's object store would hold it: pickled bytes and frozen buffers.
 
     ``load()`` gives a fresh copy of the value each time; its arrays share the frozen,
     read-only buffers, as Ray's zero-copy reads share the object store's memory.
+
+    Plain data takes the C pickler (several times faster); what it cannot take (lambdas,
+    local classes, local refs, which stay themselves) takes Ray's cloudpickle.
     """
 
     __slots__ = ("buffers", "data", "table")
 
     def __init__(self, value: Any) -> None:
-        out = io.BytesIO()
-        self.table: dict[int, Any] = {}
-        buffers: list[pickle.PickleBuffer] = []
-        _Pickler(out, self.table, buffers).dump(value)
-        self.data = out.getvalue()
-        self.buffers = [_frozen_buffer(b) for b in buffers] if buffers else None
+        raw: list[pickle.PickleBuffer] = []
+        self.table: dict[int, Any] | None = None
+        try:
+            self.data = pickle.dumps(value, protocol=5, buffer_callback=raw.append)
+        except Exception:  # not plain data: Ray's pickler, keeping in-process objects
+            raw.clear()
+            out = io.BytesIO()
+            self.table = {}
+            _Pickler(out, self.table, raw).dump(value)
+            self.data = out.getvalue()
+        self.buffers = [_frozen_buffer(b) for b in raw] if raw else None
 
     def load(self) -> Any:
-        return _Unpickler(io.BytesIO(self.data), self.table, self.buffers or []).load()
+        buffers = self.buffers or ()
+        if self.table is None:
+            return pickle.loads(self.data, buffers=buffers)  # noqa: S301 -- our own bytes
+        return _Unpickler(io.BytesIO(self.data), self.table, list(buffers)).load()
 
 
 def copy_value(value: Any) -> Any:
@@ -88,4 +111,6 @@ def copy_value(value: Any) -> Any:
     Raises:
         Exception: Whatever pickling raises for a value Ray could not serialize either.
     """
+    if is_atom(value):
+        return value
     return Frozen(value).load()

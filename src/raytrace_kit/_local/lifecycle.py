@@ -48,6 +48,7 @@ class LocalActor:
         self.prefix = qualified_name(cls)
         self.specs: dict[str, CallSpec] = {}
         self.signatures: dict[str, inspect.Signature] = {}
+        self.shapes: dict[str, tuple[int, int] | None] = {}
         self.retries: dict[str, run.Retry] = {}
         # As Ray decides: an actor with any async method runs all its calls on its loop.
         self.loop: loop.ActorLoop | None = (
@@ -73,6 +74,13 @@ class LocalActor:
                 signature = signature.replace(parameters=list(signature.parameters.values())[1:])
             self.signatures[method] = signature
         return signature
+
+    def arity(self, method: str) -> tuple[int, int] | None:
+        """The method's positional shape (see :func:`.run.arity`), computed once."""
+        shapes = self.shapes
+        if method not in shapes:
+            shapes[method] = run.arity(self.signature(method))
+        return shapes[method]
 
     def spec(self, method: str) -> CallSpec:
         spec = self.specs.get(method)

@@ -24,7 +24,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
-from raytrace_kit._local.copies import Frozen, InProcess, copy_value
+from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
 
 __all__ = [
     "RAY",
@@ -288,8 +288,8 @@ def value_ref(value: Any, copy: bool, function: str) -> LocalRef:
     A value that cannot be serialized gives an error ref, as a task whose return value
     cannot be serialized fails in Ray.
     """
-    if not copy:
-        return LocalRef(value=value)
+    if not copy or is_atom(value):
+        return LocalRef(value=value)  # immutable: nothing a copy would protect
     try:
         return LocalRef(payload=Frozen(value))
     except Exception as exc:

@@ -19,6 +19,7 @@ from ray.exceptions import RayError, RayTaskError
 
 from raytrace_kit import _ray_compat
 from raytrace_kit._local import mode, refs
+from raytrace_kit._local.copies import is_atom
 from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._local.refs import LocalRef
 from raytrace_kit._options import CallSpec
@@ -29,6 +30,7 @@ __all__ = [
     "NO_RETRY",
     "Outcome",
     "Retry",
+    "arity",
     "check_call",
     "execute_call",
     "failed_refs",
@@ -62,9 +64,10 @@ def prepare_arguments(
         RayTaskError: An argument is the ref of a failed call.
     """
     args = tuple(refs.resolve_argument(a) for a in args)
-    kwargs = {k: refs.resolve_argument(v) for k, v in kwargs.items()}
-    if not config.copy:
-        return args, kwargs
+    if kwargs:
+        kwargs = {k: refs.resolve_argument(v) for k, v in kwargs.items()}
+    if not config.copy or (all(map(is_atom, args)) and all(map(is_atom, kwargs.values()))):
+        return args, kwargs  # nothing to copy: immutable values are their own copies
     try:
         return refs.copy_value((args, kwargs))  # type: ignore[no-any-return]
     except Exception as exc:
@@ -153,12 +156,12 @@ class Retry:
             return False
         return self.retry_on is True or isinstance(error, self.retry_on)
 
-    @contextlib.contextmanager
-    def environment(self) -> Iterator[None]:
+    def environment(self) -> contextlib.AbstractContextManager[None]:
         """``os.environ`` with the call's env vars, restored afterwards."""
-        if not self.env_vars:
-            yield
-            return
+        return self._with_env_vars() if self.env_vars else _UNCHANGED
+
+    @contextlib.contextmanager
+    def _with_env_vars(self) -> Iterator[None]:
         saved = {key: os.environ.get(key) for key in self.env_vars}
         os.environ.update(self.env_vars)
         try:
@@ -172,6 +175,7 @@ class Retry:
 
 
 NO_RETRY = Retry({"max_retries": 0})
+_UNCHANGED = contextlib.nullcontext()  # reusable: the common case of no env vars
 
 
 def _call_into(
@@ -348,12 +352,34 @@ def lazy_generator(
     return refs.LocalRefGenerator(step)
 
 
-def check_call(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def arity(signature: inspect.Signature) -> tuple[int, int] | None:
+    """``(fewest, most)`` positional arguments, when positional calls need no binding.
+
+    ``None`` when ``inspect`` must bind the call (``*args``, keyword-only parameters).
+    """
+    kinds = {parameter.kind for parameter in signature.parameters.values()}
+    if not kinds <= {inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD}:
+        return None
+    parameters = list(signature.parameters.values())
+    required = sum(1 for p in parameters if p.default is inspect.Parameter.empty)
+    return required, len(parameters)
+
+
+def check_call(
+    signature: inspect.Signature,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    shape: tuple[int, int] | None = None,
+) -> None:
     """Arguments that do not fit raise ``TypeError`` at ``.remote()``, as Ray raises it.
+
+    ``shape`` (from :func:`arity`) answers the common positional call without binding.
 
     Raises:
         TypeError: With :mod:`inspect`'s message, which is Ray's.
     """
+    if shape is not None and not kwargs and shape[0] <= len(args) <= shape[1]:
+        return
     try:
         signature.bind(*args, **kwargs)
     except TypeError as exc:
