@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -25,6 +26,7 @@ REQUIRED = {
     "timestamp": str,
     "level": str,
     "event": str,
+    "schema": int,
     "call_id": str,
     "function": str,
     "kind": str,
@@ -35,13 +37,15 @@ REQUIRED = {
     "worker_id": str,
     "pid": int,
     "attempt": int,
+    "task_name": str,
+    "rss_bytes": int,  # call.start has them too: a call's own growth is end - start
+    "rss_minus_shr_bytes": int,
+    "max_rss_bytes": int,
 }
 END_EXTRA = {
     "duration_s": float,
+    "cpu_s": float,
     "status": str,
-    "rss_bytes": int,
-    "rss_minus_shr_bytes": int,
-    "max_rss_bytes": int,
 }
 
 
@@ -49,6 +53,19 @@ END_EXTRA = {
 @ray.remote
 def handle(record: dict[str, str]) -> int:
     return len(record)
+
+
+@debuggable
+@ray.remote
+def burn_and_fail(seconds: float) -> None:
+    deadline = time.thread_time() + seconds
+    while time.thread_time() < deadline:
+        pass
+    parse_record("not a number")
+
+
+def parse_record(text: str) -> int:
+    return int(text)
 
 
 @pytest.mark.usefixtures("ray_session")
@@ -74,6 +91,21 @@ class TestSchema:
         assert stamp.utcoffset() == timedelta(0)
         assert 0 <= end["duration_s"] < 5
         assert 0 < end["rss_minus_shr_bytes"] <= end["rss_bytes"] <= end["max_rss_bytes"]
+
+    def test_failed_call_has_its_traceback_cpu_and_task_name(self) -> None:
+        """Schema 2: the failing frame in the traceback, CPU time, Ray's task name."""
+        with pytest.raises(ValueError, match="not a number"):
+            ray.get(burn_and_fail.options(name="custom-name").remote(0.2))
+        start, end = events_of(burn_and_fail)
+        assert start["schema"] == end["schema"] == 2
+        assert end["task_name"] == "custom-name"
+        assert 0.15 <= end["cpu_s"] <= end["duration_s"] + 0.05
+        lines = end["traceback"].splitlines()
+        assert lines[0] == "Traceback (most recent call last):"
+        assert "    return int(text)" in lines  # the failing line, as Python prints it
+        assert lines[-1] == "ValueError: invalid literal for int() with base 10: 'not a number'"
+        assert "raytrace_kit" not in end["traceback"]  # the kit's own frames are left out
+        assert start["rss_bytes"] > 0
 
     def test_ray_id_fields_use_ray_logging_names(self) -> None:
         """The Ray id fields are named as ray.LoggingConfig(encoding="JSON") names them."""
@@ -220,7 +252,9 @@ class TestReadEvents:
 
     @given(
         st.dictionaries(
-            st.text(min_size=1).filter(lambda k: k not in {"timestamp", "level", "event"}),
+            st.text(min_size=1).filter(
+                lambda k: k not in {"timestamp", "level", "event", "schema"}
+            ),
             st.one_of(st.none(), st.booleans(), st.integers(), st.text()),
             max_size=8,
         ),
@@ -232,5 +266,11 @@ class TestReadEvents:
         assert line.endswith(b"\n")
         assert line.count(b"\n") == 1
         parsed = json.loads(line)
-        assert parsed == {"timestamp": None, "level": "info", "event": name, **fields}
-        assert list(parsed)[:3] == ["timestamp", "level", "event"]
+        assert parsed == {
+            "timestamp": None,
+            "level": "info",
+            "event": name,
+            "schema": 2,
+            **fields,
+        }
+        assert list(parsed)[:4] == ["timestamp", "level", "event", "schema"]

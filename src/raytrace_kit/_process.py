@@ -233,6 +233,14 @@ def local_task_id(actor_id: str | None, job_id: str | None) -> str:
     return f"{unique}{actor_part}{(job_id or '0' * 8)[:8]}"
 
 
+def task_name() -> str | None:
+    """Ray's name for the running task, or ``None`` if Ray cannot say."""
+    try:
+        return _ray_compat.current_task_name()
+    except Exception:
+        return None
+
+
 def call_ids() -> tuple[str | None, str | None, int | None]:
     """Return ``(task_id, actor_id, attempt)`` of the Ray task running in this thread.
 

@@ -28,6 +28,7 @@ __all__ = [
     "current_actor_id",
     "current_attempt",
     "current_task_id",
+    "current_task_name",
     "default_options_of",
     "is_worker_process",
     "python_class_of",
@@ -100,6 +101,12 @@ def current_task_id() -> str | None:
     """
     task = _global_worker().current_task_id
     return None if task.is_nil() else task.hex()
+
+
+def current_task_name() -> str | None:
+    """Ray's name for the running task (``.options(name=...)``, else the function's)."""
+    name = _global_worker().current_task_name
+    return name or None
 
 
 def current_actor_id() -> str | None:

@@ -44,11 +44,13 @@ class TestCallLines:
             "timestamp",
             "level",
             "event",
+            "schema",
             "call_id",
             "function",
             "kind",
             "mode",
             "task_id",
+            "task_name",
             "actor_id",
             "job_id",
             "node_id",
@@ -58,6 +60,12 @@ class TestCallLines:
         ]
         assert event["actor_id"] is None
         assert event["pid"] == 4242
+        assert event["schema"] == schema.SCHEMA == 2
+
+    def test_task_name_is_encoded(self) -> None:
+        """A task name is the user's text: quotes and newlines stay valid JSON."""
+        line = schema.call_line("call.start", "info", self._members(task_name='a "b"\nc'))
+        assert json.loads(line)["task_name"] == 'a "b"\nc'
 
     def test_end_members_for_an_error(self) -> None:
         """A failed call carries status, the error type and a capped message."""
@@ -69,6 +77,42 @@ class TestCallLines:
         assert event["duration_s"] == 0.25
         assert event["rss_bytes"] > 0
         assert event["max_rss_bytes"] >= event["rss_bytes"]
+        assert event["cpu_s"] is None  # not measured: null, never a made-up figure
+
+    def test_traceback_has_user_frames_only_and_chains(self) -> None:
+        """The failing frames as Python prints them, chained causes kept, kit frames out."""
+
+        def inner() -> None:
+            raise KeyError("inner")
+
+        try:
+            try:
+                inner()
+            except KeyError as cause:
+                raise ValueError("outer") from cause
+        except ValueError as error:
+            text = schema.user_traceback(error)
+        assert "in inner" in text
+        assert 'raise KeyError("inner")' in text
+        assert "The above exception was the direct cause" in text
+        assert text.rstrip().endswith("ValueError: outer")
+        assert "raytrace_kit" not in text.replace("tests/unit", "")
+
+    def test_long_traceback_is_cut_in_the_middle(self) -> None:
+        """Over the cap: the start and the failing end are kept, the cut is said."""
+
+        def fail() -> None:
+            raise RuntimeError("bottom " + "x" * 20000 + " end of message")
+
+        try:
+            fail()
+        except RuntimeError as error:
+            text = schema.user_traceback(error)
+        assert len(text) <= schema.TRACEBACK_CHARS + 64
+        assert "<cut:" in text
+        assert text.startswith("Traceback (most recent call last):\n")
+        assert "in fail" in text
+        assert text.rstrip().endswith("end of message")
 
     def test_profile_members(self) -> None:
         """A profiled call names its file, block and scope."""
@@ -87,7 +131,8 @@ def test_event_line_round_trips(fields: dict[str, Any]) -> None:
     assert line.endswith(b"\n")
     assert line.count(b"\n") == 1
     parsed = json.loads(line)
-    assert list(parsed)[:3] == ["timestamp", "level", "event"]
+    assert list(parsed)[:4] == ["timestamp", "level", "event", "schema"]
+    assert parsed["schema"] == schema.SCHEMA
 
 
 def test_event_line_never_fails_on_odd_values() -> None:

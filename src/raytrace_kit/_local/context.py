@@ -79,11 +79,7 @@ class LocalRuntimeContext(RuntimeContext):  # type: ignore[misc]  # untyped base
         return None if self._call is None else self._call.spec_fields.get("function")
 
     def get_task_name(self) -> str | None:
-        function = self.get_task_function_name()
-        if function is None:
-            return None
-        parts = function.split(".")
-        return ".".join(parts[-2:]) if self.get_actor_id() is not None else parts[-1]
+        return None if self._call is None else self._call.task_name
 
     @property
     def was_current_actor_reconstructed(self) -> bool:

@@ -41,6 +41,7 @@ class ActiveCall:
         "spec_fragment",
         "started",
         "task_id",
+        "task_name",
         "thread",
     )
 
@@ -72,11 +73,13 @@ class ActiveCall:
         if self.mode != "local":  # "ray", or "pinned" (a Ray actor task)
             identity = self.identity = _process.process_identity()
             self.task_id, self.actor_id, self.attempt = _process.call_ids()
+            self.task_name = _process.task_name()
         else:  # local mode: no Ray task behind the call; ids of its own, as Ray's would be
             identity = self.identity = _process.local_identity()
             self.actor_id = self.local_actor_id
             self.task_id = _process.local_task_id(self.actor_id, identity.job_id)
             self.attempt = self.local_attempt
+            self.task_name = _local_task_name(self.spec_fields.get("function"), self.actor_id)
         self.fragment = schema.call_members(
             call_id=self.call_id,
             spec_fragment=self.spec_fragment,
@@ -85,6 +88,7 @@ class ActiveCall:
             actor_id=self.actor_id,
             identity=identity,
             attempt=self.attempt,
+            task_name=self.task_name,
         )
 
     @property
@@ -99,6 +103,7 @@ class ActiveCall:
                 **self.spec_fields,
                 "mode": self.mode,
                 "task_id": self.task_id,
+                "task_name": self.task_name,
                 "actor_id": self.actor_id,
                 "job_id": identity.job_id,
                 "node_id": identity.node_id,
@@ -107,6 +112,14 @@ class ActiveCall:
                 "attempt": self.attempt,
             }
         return self._fields
+
+
+def _local_task_name(function: str | None, actor_id: str | None) -> str | None:
+    """The name Ray would give the call: the function's, or ``Class.method``."""
+    if function is None:
+        return None
+    parts = function.split(".")
+    return ".".join(parts[-2:]) if actor_id is not None else parts[-1]
 
 
 # The worker sets it around every call; get_logger() events pick the fields up from here.

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import traceback
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -41,19 +42,28 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FIRST_KEYS",
+    "SCHEMA",
+    "TRACEBACK_CHARS",
     "call_line",
     "call_members",
     "end_members",
     "event_line",
     "failure_record",
     "members",
+    "memory_members",
     "now",
     "profile_members",
     "safe_str",
     "serialization_fields",
+    "user_traceback",
 ]
 
-FIRST_KEYS = ("timestamp", "level", "event")
+SCHEMA = 2  # the schema version every event carries (a missing one means version 1)
+FIRST_KEYS = ("timestamp", "level", "event", "schema")
+# A failed call's traceback is capped at this many characters: its first frames and, above
+# all, its last ones (the failing frame and the error) are kept; docs/events.md says so.
+TRACEBACK_CHARS = 8192
+_KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ERROR_CHARS = 2000  # enough for any useful message; bounds one runaway str(exc)
 # Each value of an event is capped at this many characters of JSON (documented in
 # docs/logging.md): one 5 MB value must not make one 5 MB line. A cut value keeps its first
@@ -119,15 +129,18 @@ def call_members(
     actor_id: str | None,
     identity: ProcessIdentity,
     attempt: int | None,
+    task_name: str | None = None,
 ) -> str:
     """The members ``call.start`` and ``call.end`` of one call share (rendered once a call).
 
     ``spec_fragment`` is :func:`members` of ``{"function", "kind"}``, rendered on the
-    driver. Ids are hex strings and numbers: safe to place in JSON without escaping.
+    driver. Ids are hex strings and numbers: safe to place in JSON without escaping; the
+    task name is the user's, so it is encoded.
     """
+    name = "null" if task_name is None else _ENCODER.encode(task_name)
     return (
         f'"call_id":"{call_id}",{spec_fragment},"mode":"{mode}",'
-        f'"task_id":{_quoted(task_id)},"actor_id":{_quoted(actor_id)},'
+        f'"task_id":{_quoted(task_id)},"task_name":{name},"actor_id":{_quoted(actor_id)},'
         f"{_identity_members(identity)},"
         f'"attempt":{"null" if attempt is None else int(attempt)}'
     )
@@ -137,8 +150,17 @@ def _number(value: int | None) -> str:
     return "null" if value is None else str(value)
 
 
-def end_members(duration_s: float, error: BaseException | None) -> str:
-    """``call.end``'s own members, starting with a comma: outcome and memory figures."""
+def memory_members() -> str:
+    """The process's memory figures as members, starting with a comma (both call events)."""
+    rss, private, max_rss = _process.memory_figures()
+    return (
+        f',"rss_bytes":{_number(rss)},"rss_minus_shr_bytes":{_number(private)},'
+        f'"max_rss_bytes":{_number(max_rss)}'
+    )
+
+
+def end_members(duration_s: float, error: BaseException | None, cpu_s: float | None = None) -> str:
+    """``call.end``'s own members, starting with a comma: outcome, CPU and memory figures."""
     if error is None:
         status = '"status":"ok"'
     else:
@@ -147,13 +169,46 @@ def end_members(duration_s: float, error: BaseException | None) -> str:
                 "status": "error",
                 "error_type": type(error).__name__,
                 "error": safe_str(error)[:ERROR_CHARS],
+                "traceback": user_traceback(error),
             }
         )
-    rss, private, max_rss = _process.memory_figures()
-    return (
-        f',"duration_s":{duration_s:.6f},{status},"rss_bytes":{_number(rss)},'
-        f'"rss_minus_shr_bytes":{_number(private)},"max_rss_bytes":{_number(max_rss)}'
-    )
+    cpu = "null" if cpu_s is None else f"{cpu_s:.6f}"
+    return f',"duration_s":{duration_s:.6f},"cpu_s":{cpu},{status}{memory_members()}'
+
+
+def user_traceback(error: BaseException) -> str:
+    """``error``'s traceback as Python prints it, without raytrace_kit's own frames.
+
+    Chained exceptions (``raise ... from``, errors during handling) are kept. Longer than
+    :data:`TRACEBACK_CHARS`, the middle is cut, saying how much. Never raises.
+    """
+    try:
+        formatted = traceback.TracebackException(
+            type(error), error, error.__traceback__, compact=True
+        )
+        for part in _chain(formatted):
+            part.stack = traceback.StackSummary.from_list(
+                [frame for frame in part.stack if not frame.filename.startswith(_KIT_DIR)]
+            )
+        text = "".join(formatted.format())
+    except Exception as exc:
+        return f"<traceback unavailable: {type(exc).__name__}>"
+    if len(text) <= TRACEBACK_CHARS:
+        return text
+    head, tail = TRACEBACK_CHARS // 8, TRACEBACK_CHARS - TRACEBACK_CHARS // 8 - 64
+    return f"{text[:head]}... <cut: {len(text) - head - tail} characters> ...{text[-tail:]}"
+
+
+def _chain(formatted: traceback.TracebackException) -> list[traceback.TracebackException]:
+    seen: list[traceback.TracebackException] = []
+    pending = [formatted]
+    while pending:
+        part = pending.pop()
+        if any(part is done for done in seen):
+            continue
+        seen.append(part)
+        pending.extend(p for p in (part.__cause__, part.__context__) if p is not None)
+    return seen
 
 
 def profile_members(path: os.PathLike[str] | str, block: str | None, scope: str | None) -> str:
@@ -168,7 +223,10 @@ def profile_members(path: os.PathLike[str] | str, block: str | None, scope: str 
 
 def call_line(event: str, level: str, call_fragment: str, tail: str = "") -> bytes:
     """One ``call.start``/``call.end`` line: same shape and order as :func:`event_line`."""
-    line = f'{{"timestamp":"{now()}","level":"{level}","event":"{event}",{call_fragment}{tail}}}\n'
+    line = (
+        f'{{"timestamp":"{now()}","level":"{level}","event":"{event}","schema":{SCHEMA},'
+        f"{call_fragment}{tail}}}\n"
+    )
     return line.encode("utf-8", "backslashreplace")
 
 
@@ -181,6 +239,7 @@ def event_line(fields: Mapping[str, Any]) -> bytes:
     """
     ordered = {key: fields.get(key) for key in FIRST_KEYS}
     ordered.update((k, v) for k, v in fields.items() if k not in ordered)
+    ordered["schema"] = SCHEMA  # readers tell versions apart by it: never the caller's
     try:
         text = _ENCODER.encode(ordered)
     except Exception:
@@ -226,6 +285,7 @@ def failure_record(what: str, error: BaseException) -> str:
         "timestamp": now(),
         "level": "warning",
         "event": "instrumentation.error",
+        "schema": SCHEMA,
         "what": what,
         "error_type": type(error).__name__,
         "error": safe_str(error)[:ERROR_CHARS],

@@ -35,7 +35,7 @@ def _begin(
         )
         if spec.options.log:
             call.capture()
-            writer.emit_call("call.start", "info", call)
+            writer.emit_call("call.start", "info", call, schema.memory_members())
     except Exception as exc:
         writer.report_failure("begin-call", "cannot instrument the call", exc)
         return None
@@ -43,12 +43,16 @@ def _begin(
 
 
 def _end(
-    spec: CallSpec, call: ActiveCall | None, exc: BaseException | None, extra: str = ""
+    spec: CallSpec,
+    call: ActiveCall | None,
+    exc: BaseException | None,
+    extra: str = "",
+    cpu_s: float | None = None,
 ) -> None:
     if call is None or not spec.options.log:
         return
     try:
-        tail = schema.end_members(time.perf_counter() - call.started, exc) + extra
+        tail = schema.end_members(time.perf_counter() - call.started, exc, cpu_s) + extra
         writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
     except Exception as exc2:
         writer.report_failure("end-call", "cannot record the end of the call", exc2)
@@ -65,6 +69,7 @@ class Boundary:
         "actor_id",
         "attempt",
         "call",
+        "cpu_started",
         "mode",
         "owner",
         "profile",
@@ -83,12 +88,16 @@ class Boundary:
         mode: str = "ray",
         actor_id: str | None = None,
         attempt: int = 0,
+        cpu: bool = True,
     ) -> None:
         self.spec = spec
         self.owner = owner
         self.mode = mode
         self.actor_id = actor_id
         self.attempt = attempt  # local mode's own retries; Ray's come from Ray
+        # The CPU time of the thread, for calls that hold one thread from start to end;
+        # None for async calls and generators, whose thread runs other code in between.
+        self.cpu_started: float | None = time.thread_time() if cpu else None
 
     def __enter__(self) -> None:
         """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code."""
@@ -139,7 +148,9 @@ class Boundary:
                 tail = self.profile.finish(exc)
             except Exception as error:
                 writer.report_failure("profile-end", "cannot finish the profile", error)
-        _end(self.spec, self.call, exc, tail)
+        started = self.cpu_started
+        cpu_s = None if started is None else time.thread_time() - started
+        _end(self.spec, self.call, exc, tail, cpu_s)
 
 
 def run(
@@ -189,7 +200,7 @@ def run_generator(
     actor_id: str | None = None,
 ) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id)
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False)
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
@@ -216,7 +227,7 @@ async def run_async(
     actor_id: str | None = None,
 ) -> _T:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id)
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False)
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
@@ -246,7 +257,7 @@ async def run_async_generator(
     actor_id: str | None = None,
 ) -> AsyncIterator[Any]:
     """Run an async generator function as one call."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id)
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False)
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
