@@ -20,6 +20,7 @@ from raytrace_kit._options import DebugOptions, Pin
 from raytrace_kit._output.logger import get_logger
 from raytrace_kit._output.paths import log_dir
 from raytrace_kit._reports.events import read_events
+from raytrace_kit._reports.session import Call, Session, open_session
 from raytrace_kit._reports.profiles import (
     CpuStats,
     ProfileSummary,
@@ -53,6 +54,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0+unknown"
 
 __all__ = [
+    "Call",
     "CpuStats",
     "DebugOptions",
     "DebuggableActorClass",
@@ -79,6 +81,7 @@ __all__ = [
     "RaytraceKitWarning",
     "SerializationFailure",
     "SerializationReport",
+    "Session",
     "ThreadStack",
     "UsageError",
     "__version__",
@@ -90,6 +93,7 @@ __all__ = [
     "get_logger",
     "is_local_mode",
     "local_mode",
+    "open_session",
     "log_dir",
     "profile_cpu",
     "profile_memory",

@@ -1,14 +1,13 @@
-"""``read_events()``: parse event files back into dicts."""
+"""``read_events()``: parse event files back into dicts (a shortcut to a session's events)."""
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from raytrace_kit._output import paths
+from raytrace_kit._reports.session import Session
 from raytrace_kit.exceptions import EventsNotFoundError
 
 __all__ = ["read_events"]
@@ -16,6 +15,9 @@ __all__ = ["read_events"]
 
 def read_events(path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """Parse raytrace_kit event files into a list of dicts, sorted by time.
+
+    A shortcut for ``open_session(path).events()`` (see :func:`raytrace_kit.open_session`
+    for calls joined, filters, and other sources).
 
     Args:
         path: An event file, or a directory searched recursively for ``events-*.jsonl``.
@@ -36,19 +38,5 @@ def read_events(path: str | os.PathLike[str] | None = None) -> list[dict[str, An
             "directory of them (raytrace_kit.log_dir() on the node that wrote them)."
         )
         raise EventsNotFoundError(msg)
-    files: Iterable[Path] = [root] if root.is_file() else sorted(root.rglob("events-*.jsonl"))
-    events: list[dict[str, Any]] = []
-    for file in files:
-        try:
-            data = file.read_bytes()
-        except OSError:
-            continue  # removed or unreadable while we listed: nothing to report
-        for line in data.splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
-    events.sort(key=lambda event: str(event.get("timestamp", "")))
-    return events
+    files = [root] if root.is_file() else sorted(root.rglob("events-*.jsonl"))
+    return Session(root, files).events()
