@@ -6,7 +6,10 @@ Run without Ray (as users run local mode), except the test of plain calls with R
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import time
+import traceback
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -203,3 +206,102 @@ def test_plain_call_warns_once_and_runs_on_ray() -> None:
     assert "plain_square" in str(ours[0].message)
     assert "@debuggable" in str(ours[0].message)
     assert ours[0].filename == __file__  # points at the user's call
+
+
+@debuggable
+@ray.remote
+class Streamer:
+    async def leave_midway(self) -> AsyncIterator[int]:
+        yield 1
+        ray.actor.exit_actor()
+        yield 2  # never reached
+
+    def items(self, n: int) -> Iterator[int]:
+        yield from range(n)
+
+    def ping(self) -> str:
+        return "pong"
+
+    async def echo(self, value: Any) -> Any:
+        return value
+
+
+@debuggable
+@ray.remote
+def make_streamer() -> Any:
+    return Streamer.remote()
+
+
+@pytest.mark.usefixtures("no_ray")
+class TestReviewFindings:
+    """Cases a review of local mode found, each fixed and kept here."""
+
+    def test_handle_returned_by_a_task_keeps_its_actor_alive(self) -> None:
+        """A handle that lives only inside a result still reaches its actor, as in Ray."""
+        with local_mode(strict=True):
+            handle = ray.get(make_streamer.remote())
+            gc.collect()
+            assert ray.get(handle.ping.remote()) == "pong"
+
+    def test_exit_actor_in_an_async_generator_ends_the_actor_not_the_loop(self) -> None:
+        """The next ref raises ActorDiedError; later calls too; nothing hangs."""
+        with local_mode(strict=True):
+            streamer = Streamer.remote()
+            refs = streamer.leave_midway.remote()
+            assert ray.get(next(refs), timeout=30) == 1
+            with pytest.raises(ActorDiedError):
+                ray.get(next(refs), timeout=30)
+            with pytest.raises(ActorDiedError):
+                ray.get(streamer.echo.remote(1), timeout=30)
+
+    def test_async_call_arguments_are_copied_at_remote(self) -> None:
+        """A mutation after .remote() does not reach the call; bad values fail at .remote()."""
+        with local_mode(strict=True):
+            streamer = Streamer.remote()
+            data = [1, 2]
+            ref = streamer.echo.remote(data)
+            data.append(3)
+            assert ray.get(ref, timeout=30) == [1, 2]
+            with pytest.raises(TypeError, match="serialize"):
+                streamer.echo.remote(threading.Lock())
+
+    def test_killing_an_actor_mid_stream_says_so(self) -> None:
+        """The next ref of a killed actor's generator raises ActorDiedError."""
+        with local_mode(strict=True):
+            streamer = Streamer.remote()
+            refs = streamer.items.remote(3)
+            assert ray.get(next(refs)) == 0
+            ray.kill(streamer)
+            with pytest.raises(ActorDiedError):
+                ray.get(next(refs))
+            assert list(refs) == []
+
+    def test_kill_of_a_non_actor_starts_no_cluster(self) -> None:
+        """Ray's ValueError, without starting a cluster to give it."""
+        with local_mode(strict=True), pytest.raises(ValueError, match="only supported for actors"):
+            ray.kill(3)
+        assert not ray.is_initialized()
+
+    def test_a_dead_async_actors_loop_thread_ends(self) -> None:
+        """Threads do not pile up: a killed async actor's loop stops."""
+        with local_mode(strict=True):
+            streamer = Streamer.remote()
+            assert ray.get(streamer.echo.remote(1), timeout=30) == 1
+            names = {t.name for t in threading.enumerate()}
+            assert "raytrace_kit-local-actor-Streamer" in names
+            ray.kill(streamer)
+        deadline = time.monotonic() + 10
+        while any(t.name == "raytrace_kit-local-actor-Streamer" for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the loop thread outlived its actor"
+            time.sleep(0.05)
+
+    def test_local_traceback_starts_in_user_code(self) -> None:
+        """ray.get's traceback holds the user's frames, not the kit's."""
+        with local_mode(strict=True):
+            ref = asks_the_cluster.remote()
+            with pytest.raises(LocalModeError) as raised:
+                ray.get(ref)
+        frames = traceback.extract_tb(raised.value.__traceback__)
+        kit = [f for f in frames if "/raytrace_kit/_local/" in f.filename]
+        assert [f.name for f in frames if f.filename == __file__][-1] == "asks_the_cluster"
+        assert all(f.name not in {"execute_call", "_call_into"} for f in kit)

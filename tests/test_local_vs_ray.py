@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -66,6 +67,21 @@ class UnpicklableError(Exception):
 
 def raises_unpicklable() -> None:
     raise UnpicklableError(threading.Lock())
+
+
+def appends_then_fails(items: list[int], counter: str) -> list[int]:
+    """Mutates its argument, then fails the first two attempts."""
+    items.append(len(items))
+    path = Path(counter)
+    seen = int(path.read_text()) if path.exists() else 0
+    path.write_text(str(seen + 1))
+    if seen < 2:
+        raise KeyError(f"attempt {seen}")
+    return items
+
+
+def exits() -> None:
+    sys.exit(3)
 
 
 def ctx_task() -> tuple[Any, ...]:
@@ -127,6 +143,19 @@ class Gate:
     async def slow(self) -> str:
         await asyncio.sleep(20)
         return "finished"
+
+
+class OneAtATime:
+    """An async actor limited to one call at a time."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    async def work(self, name: str) -> list[str]:
+        self.log.append(f"start {name}")
+        await asyncio.sleep(0.2)
+        self.log.append(f"end {name}")
+        return self.log
 
 
 class Flaky:
@@ -339,6 +368,56 @@ def wait_rejects_a_single_ref(remote: Remote) -> Body:
     return lambda: ray.wait(ref)
 
 
+def retries_get_fresh_arguments(remote: Remote, tmp: Path) -> Body:
+    options = {"max_retries": 2, "retry_exceptions": [KeyError]}
+    ref = remote(appends_then_fails).options(**options).remote([], str(tmp / "count"))
+    return lambda: ray.get(ref)
+
+
+def sys_exit_in_a_task(remote: Remote) -> Body:
+    ref = remote(exits).options(max_retries=0).remote()
+    return lambda: ray.get(ref, timeout=60)
+
+
+def async_actor_max_concurrency_one(remote: Remote) -> Body:
+    actor = remote(OneAtATime).options(max_concurrency=1).remote()
+    first, second = actor.work.remote("a"), actor.work.remote("b")
+
+    def body() -> Any:
+        log = max(ray.get([first, second], timeout=30), key=len)
+        # One at a time: each start is followed by its own end (in whichever order Ray
+        # picked: it does not promise submission order for async actors).
+        names = [entry.split()[1] for entry in log]
+        return len(log), all(names[i] == names[i + 1] for i in range(0, len(names), 2))
+
+    return body
+
+
+def put_of_a_ref(remote: Remote) -> Body:
+    ref = remote(add).remote(1, 2)
+    return lambda: ray.put(ref)
+
+
+def put_of_an_unserializable_value(remote: Remote) -> Body:
+    del remote
+    return lambda: ray.put(threading.Lock())
+
+
+def get_of_a_list_times_out_as_a_whole(remote: Remote) -> Body:
+    gate = remote(Gate).remote()
+    refs = [gate.wait.remote(), gate.wait.remote()]
+
+    def body() -> Any:
+        started = time.monotonic()
+        try:
+            ray.get(refs, timeout=0.5)
+        except ray.exceptions.GetTimeoutError:
+            return time.monotonic() - started < 0.9
+        return None
+
+    return body
+
+
 ROWS: list[Callable[..., Body]] = [
     ref_is_an_object_ref,
     ref_future,
@@ -365,6 +444,12 @@ ROWS: list[Callable[..., Body]] = [
     named_actor_ends_with_its_last_handle,
     get_rejects_a_non_ref,
     wait_rejects_a_single_ref,
+    retries_get_fresh_arguments,
+    sys_exit_in_a_task,
+    async_actor_max_concurrency_one,
+    put_of_a_ref,
+    put_of_an_unserializable_value,
+    get_of_a_list_times_out_as_a_whole,
 ]
 
 
@@ -378,7 +463,8 @@ def outcome(body: Callable[[], Body]) -> tuple[Any, ...]:
     except Exception as error:
         cause = getattr(error, "cause", None) or error
         first = str(cause).split("\n")[0]
-        return (stage, type(cause).__name__, re.sub("[0-9a-f]{16,}", "<id>", first))
+        first = re.sub("0x[0-9a-f]+", "<address>", re.sub("[0-9a-f]{16,}", "<id>", first))
+        return (stage, type(cause).__name__, first)
 
 
 def _run(row: Callable[..., Body], remote: Remote, tmp: Path) -> tuple[Any, ...]:

@@ -20,7 +20,6 @@ from raytrace_kit._options import DebugOptions, Pin
 from raytrace_kit._output.logger import get_logger
 from raytrace_kit._output.paths import log_dir
 from raytrace_kit._reports.events import read_events
-from raytrace_kit._reports.session import Call, Session, open_session
 from raytrace_kit._reports.profiles import (
     CpuStats,
     ProfileSummary,
@@ -28,6 +27,7 @@ from raytrace_kit._reports.profiles import (
     flamegraph,
     profile_summary,
 )
+from raytrace_kit._reports.session import Call, Session, open_session
 from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
 from raytrace_kit._serialization.walk import check_serializable
 from raytrace_kit._worker.debugger import DebuggerEndpoint, attach_debugger
@@ -93,8 +93,8 @@ __all__ = [
     "get_logger",
     "is_local_mode",
     "local_mode",
-    "open_session",
     "log_dir",
+    "open_session",
     "profile_cpu",
     "profile_memory",
     "profile_summary",

@@ -17,7 +17,8 @@ from ray.exceptions import (
 
 from raytrace_kit import _process
 from raytrace_kit._local import lifecycle, loop, mode, on_loop, refs, run
-from raytrace_kit._local.lifecycle import INTENDED_EXIT, ActorExit, LocalActor, death, die
+from raytrace_kit._local.copies import keep_alive
+from raytrace_kit._local.lifecycle import INTENDED_EXIT, LocalActor, death, die
 from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._local.refs import LocalRef
 from raytrace_kit._options import DebugOptions
@@ -50,6 +51,7 @@ class LocalActorHandle(refs.InProcess):
         return LocalActorMethod(actor, name, {})
 
     def __reduce__(self) -> tuple[Any, ...]:
+        keep_alive(self._actor)  # a copy holding this handle keeps the actor, as in Ray
         return _handle_of, (self._actor.actor_id,)
 
     def __eq__(self, other: object) -> bool:
@@ -139,6 +141,9 @@ class LocalActorMethod:
             # As in Ray, the exit's own ref raises: the actor died while "running" it.
             return refs.error_ref(actor.dead or ActorDiedError(), function)
 
+        if actor.dead is not None:
+            return refs.error_ref(actor.dead, function)
+
         async def terminate() -> Any:
             die(actor, death(actor, INTENDED_EXIT))
             return refs.error_ref(actor.dead or ActorDiedError(), function)
@@ -177,19 +182,23 @@ class LocalActorMethod:
                     generator=run.is_generator(method),
                     retry=retry,
                 )
-        except ActorExit:
+        except SystemExit:  # exit_actor() or sys.exit(): the actor ends, as in Ray
+            _exited(actor)
             return _died_refs(actor, num_returns, actor.spec(self._name).function)
         if isinstance(made, refs.LocalRefGenerator) and made._step is not None:
             step = made._step
+            function = actor.spec(self._name).function
 
             def guarded() -> LocalRef:
-                if actor.dead is not None:
-                    raise StopIteration
+                if actor.dead is not None:  # killed mid-stream: the next ref says so
+                    made._step = None
+                    return refs.error_ref(actor.dead, function)
                 try:
                     return step()
-                except ActorExit:
+                except SystemExit:
+                    _exited(actor)
                     made._step = None
-                    return refs.error_ref(actor.dead or ActorDiedError(), "")
+                    return refs.error_ref(actor.dead or ActorDiedError(), function)
 
             made._step = guarded
             actor.generators.append(made)
@@ -209,16 +218,23 @@ class LocalActorMethod:
         actor = self._actor
         spec = actor.spec(self._name)
         instance = self._instance()
+        submitted = on_loop.Submitted(args, kwargs, config, spec.function)  # copied now
         if run.is_generator(method) and num_returns in (None, "streaming"):
+
+            def on_exit(ended: BaseException | None) -> LocalRef:
+                if isinstance(ended, SystemExit):
+                    _exited(actor)
+                return refs.error_ref(actor.dead or ActorDiedError(), spec.function)
+
             return on_loop.LoopGenerator(
                 actor_loop,
                 spec,
                 method,
-                args,
-                kwargs,
+                submitted,
                 config=config,
                 instance=instance,
                 actor_id=actor.actor_id,
+                on_exit=on_exit,
             ).generator()
         retry = actor.retry(self._name, self._call_options)
 
@@ -226,18 +242,19 @@ class LocalActorMethod:
             if actor.dead is not None:
                 return _died_refs(actor, num_returns, spec.function)
             try:
-                made = await on_loop.run_async(
-                    spec,
-                    method,
-                    args,
-                    kwargs,
-                    config=config,
-                    num_returns=num_returns,
-                    instance=instance,
-                    actor_id=actor.actor_id,
-                    retry=retry,
-                )
-            except ActorExit:
+                async with actor.concurrency():  # max_concurrency, as Ray applies it
+                    made = await on_loop.run_async(
+                        spec,
+                        method,
+                        submitted,
+                        config=config,
+                        num_returns=num_returns,
+                        instance=instance,
+                        actor_id=actor.actor_id,
+                        retry=retry,
+                    )
+            except SystemExit:  # exit_actor() or sys.exit(): the actor ends, as in Ray
+                _exited(actor)
                 return _died_refs(actor, num_returns, spec.function)
             except asyncio.CancelledError:
                 cancelled = None if _dead(actor) else TaskCancelledError()
@@ -248,6 +265,11 @@ class LocalActorMethod:
         count = 1 if num_returns in (None, "dynamic") else int(num_returns)
         future = actor_loop.submit(body)
         return None if count == 0 else _pending(future, count, actor)
+
+
+def _exited(actor: LocalActor) -> None:
+    """The actor's code ended it (``exit_actor()``, ``sys.exit()``): Ray's intended exit."""
+    die(actor, death(actor, INTENDED_EXIT))
 
 
 def _dead(actor: LocalActor) -> bool:
@@ -342,7 +364,7 @@ def create_actor(
             outcome = run.execute_call(
                 spec, construct, prepared_args, prepared_kwargs, config, actor_id=actor.actor_id
             )
-    except ActorExit:
+    except SystemExit:
         return LocalActorHandle(actor)  # exit_actor() in __init__: dead from the start
     if outcome.error is not None:
         # As in Ray: creation "succeeds", and every call then fails with ActorDiedError.

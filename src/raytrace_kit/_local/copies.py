@@ -7,6 +7,7 @@ buffer: what a zero-copy read from Ray's object store gives. Local refs and acto
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import io
 import pickle
@@ -14,7 +15,7 @@ from typing import Any
 
 from raytrace_kit import _ray_compat
 
-__all__ = ["ATOMS", "Frozen", "InProcess", "copy_value", "is_atom"]
+__all__ = ["ATOMS", "Frozen", "InProcess", "copy_value", "is_atom", "keep_alive"]
 
 _ALIGNMENT = 64  # Ray's object store aligns buffers to 64 bytes
 
@@ -27,6 +28,21 @@ class InProcess:
     """
 
     __slots__ = ()
+
+
+# While a Frozen value is pickled: the in-process objects its bytes refer to by id (actors
+# behind handles), which it must keep alive as Ray keeps an actor alive while a serialized
+# handle to it exists.
+_KEPT: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "raytrace_kit_kept", default=None
+)
+
+
+def keep_alive(obj: Any) -> None:
+    """Called by ``__reduce__`` of objects pickled by id: the copy being made holds ``obj``."""
+    kept = _KEPT.get()
+    if kept is not None:
+        kept.append(obj)
 
 
 class _Pickler(_ray_compat.CloudPickler):  # type: ignore[misc]  # untyped base
@@ -83,11 +99,13 @@ class Frozen:
     local classes, local refs, which stay themselves) takes Ray's cloudpickle.
     """
 
-    __slots__ = ("buffers", "data", "table")
+    __slots__ = ("buffers", "data", "kept", "table")
 
     def __init__(self, value: Any) -> None:
         raw: list[pickle.PickleBuffer] = []
         self.table: dict[int, Any] | None = None
+        self.kept: list[Any] = []
+        token = _KEPT.set(self.kept)
         try:
             self.data = pickle.dumps(value, protocol=5, buffer_callback=raw.append)
         except Exception:  # not plain data: Ray's pickler, keeping in-process objects
@@ -96,6 +114,8 @@ class Frozen:
             self.table = {}
             _Pickler(out, self.table, raw).dump(value)
             self.data = out.getvalue()
+        finally:
+            _KEPT.reset(token)
         self.buffers = [_frozen_buffer(b) for b in raw] if raw else None
 
     def load(self) -> Any:

@@ -16,6 +16,7 @@ Ray get their top-level local refs as real refs (:func:`.refs.to_ray`).
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -57,7 +58,11 @@ def _get(object_refs: Any, *args: Any, **kwargs: Any) -> Any:
     if type(object_refs) is LocalRef:
         return object_refs._get(timeout)
     if isinstance(object_refs, list) and object_refs and _all_local(object_refs):
-        return [ref._get(timeout) for ref in object_refs]
+        if timeout is not None:  # one deadline for the whole list, as Ray's
+            deadline = time.monotonic() + timeout
+            for ref in object_refs:
+                ref._settle(max(0.0, deadline - time.monotonic()))
+        return [ref._get() for ref in object_refs]
     if isinstance(object_refs, list) and any(type(ref) is LocalRef for ref in object_refs):
         real = [ref for ref in object_refs if type(ref) is not LocalRef]
         fetched = iter(RAY["get"](real, *args, **kwargs) if real else [])
@@ -179,14 +184,30 @@ def _wait_pending(pending: list[LocalRef], wanted: int, timeout: float | None) -
 
 
 def _put(value: Any, *args: Any, **kwargs: Any) -> Any:
-    if _local_without_ray():
-        return refs.value_ref(value, copy=True, function="ray.put")
-    return RAY["put"](value, *args, **kwargs)
+    if not _local_without_ray():
+        return RAY["put"](value, *args, **kwargs)
+    if isinstance(value, ray.ObjectRef):  # Ray's checks and messages
+        msg = (
+            "Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do "
+            "this, you can wrap the ray.ObjectRef in a list and call 'put' on it."
+        )
+        raise TypeError(msg)
+    try:
+        return refs.frozen_ref(value)
+    except Exception as exc:
+        msg = f"Could not serialize the put value {value!r}:\n{exc}"
+        raise TypeError(msg) from exc
 
 
 def _kill(actor: Any, *args: Any, **kwargs: Any) -> Any:
     if actors.kill(actor):
         return None
+    if _local_without_ray():  # Ray's check, without starting a cluster to make it
+        msg = (
+            "ray.kill() only supported for actors. For tasks, try ray.cancel(). "
+            f"Got: {type(actor)}."
+        )
+        raise ValueError(msg)
     return RAY["kill"](actor, *args, **kwargs)
 
 

@@ -7,6 +7,7 @@ constructor; from then on every call's ref raises ``ActorDiedError``, worded as 
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 import threading
@@ -62,6 +63,9 @@ class LocalActor:
         # Streaming generators of this actor still running: Ray runs a sync actor's
         # generator to its end before its next call, so the next call drains them first.
         self.generators: list[refs.LocalRefGenerator] = []
+        # An async actor runs up to max_concurrency calls at once (Ray's default: 1000).
+        self.max_concurrency = int(ray_options.get("max_concurrency") or 1000)
+        self._semaphore: asyncio.Semaphore | None = None
         _process.state.local_actors_by_id[self.actor_id] = self
 
     def signature(self, method: str) -> inspect.Signature:
@@ -117,6 +121,12 @@ class LocalActor:
         if not call_options:
             self.retries[method] = made
         return made
+
+    def concurrency(self) -> asyncio.Semaphore:
+        """The semaphore that bounds an async actor's running calls (made on its loop)."""
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        return self._semaphore
 
     def drain_generators(self) -> None:
         """Run this actor's suspended streaming generators to their end (see ``generators``)."""

@@ -32,6 +32,7 @@ class ActorLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.closing = False  # the actor died: stop when the last call is done
 
     def _started(self) -> asyncio.AbstractEventLoop:
         loop = self._loop
@@ -41,8 +42,9 @@ class ActorLoop:
                 loop = self._loop
                 if loop is None or loop.is_closed():
                     loop = self._loop = asyncio.new_event_loop()
+                    self.closing = False
                     self.thread = threading.Thread(
-                        target=loop.run_forever, name=f"raytrace_kit-{self._name}", daemon=True
+                        target=_run, args=(loop,), name=f"raytrace_kit-{self._name}", daemon=True
                     )
                     self.thread.start()
                     state.local_loops.append(loop)
@@ -67,12 +69,13 @@ class ActorLoop:
         def start() -> None:
             if future.cancelled():
                 return  # cancelled before it started
-            task = loop.create_task(body())
+            task = loop.create_task(_contained(body))
             made.append(task)
             self.tasks.add(task)
 
             def finished(done: asyncio.Task[Any]) -> None:
                 self.tasks.discard(done)
+                self._stop_when_idle()
                 if future.done():
                     return  # cancelled before it started
                 if done.cancelled():
@@ -107,13 +110,45 @@ class ActorLoop:
         return self.submit(body).result()
 
     def cancel_all(self) -> None:
-        """Cancel every running call (the actor was killed)."""
+        """Cancel every running call (the actor died); the loop stops once they are done."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        for task in list(self.tasks):
-            loop.call_soon_threadsafe(task.cancel)
+
+        def cancel_then_stop() -> None:
+            for task in list(self.tasks):
+                task.cancel()
+            self._stop_when_idle()
+
+        self.closing = True
+        loop.call_soon_threadsafe(cancel_then_stop)
+
+    def _stop_when_idle(self) -> None:
+        """Runs in the loop: a dead actor's loop and thread end when its last call has."""
+        loop = self._loop
+        if self.closing and not self.tasks and loop is not None:
+            loop.stop()
 
     def in_loop(self) -> bool:
         """Whether the current thread is this loop's."""
         return threading.current_thread() is self.thread
+
+
+def _run(loop: asyncio.AbstractEventLoop) -> None:
+    """The loop thread: run until stopped (the actor died), then release the loop."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+async def _contained(body: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """Run ``body``; a ``SystemExit`` or ``KeyboardInterrupt`` out of it would stop the loop.
+
+    The actor handles its own exits; anything else that gets this far fails this call only.
+    """
+    try:
+        return await body()  # made here: a call cancelled before it starts leaves nothing
+    except (SystemExit, KeyboardInterrupt) as exc:
+        msg = f"a local actor's call ended with {type(exc).__name__}"
+        raise RuntimeError(msg) from exc

@@ -21,15 +21,25 @@ from ray import TaskID
 from ray.exceptions import RayTaskError, TaskCancelledError
 
 from raytrace_kit._local import mode, refs
+from raytrace_kit._local.copies import Frozen
 from raytrace_kit._local.loop import ActorLoop
 from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._local.refs import LocalRef
-from raytrace_kit._local.run import NO_RETRY, Outcome, Retry, failed_refs, package, prepare
+from raytrace_kit._local.run import (
+    NO_RETRY,
+    RESOLVE_ONLY,
+    Outcome,
+    Retry,
+    copy_arguments,
+    failed_refs,
+    package,
+    prepare,
+)
 from raytrace_kit._options import CallSpec
 from raytrace_kit._worker import boundary as boundary_runners
 from raytrace_kit._worker.boundary import Boundary
 
-__all__ = ["LoopGenerator", "execute_async_call", "run_async"]
+__all__ = ["LoopGenerator", "Submitted", "execute_async_call", "run_async"]
 
 
 async def _dependencies(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -69,6 +79,10 @@ async def execute_async_call(
                 result = fn(*args, **kwargs)
                 if inspect.isawaitable(result):
                     result = await result
+                elif inspect.isasyncgen(result):  # num_returns=N: all its items, here
+                    outcome.items = [item async for item in result]
+                elif inspect.isgenerator(result):
+                    outcome.items = list(result)
                 outcome.value = result
             finally:
                 if tracker is not None:
@@ -89,8 +103,7 @@ async def execute_async_call(
 async def run_async(
     spec: CallSpec,
     fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    submitted: Submitted,
     *,
     config: LocalConfig,
     num_returns: Any,
@@ -99,14 +112,15 @@ async def run_async(
     retry: Retry | None = None,
 ) -> Any:
     """One call of an async actor, as a task on its loop; what its refs resolve to."""
-    await _dependencies(args, kwargs)
-    try:
-        args, kwargs, owner = prepare(spec, args, kwargs, config, instance)
-    except RayTaskError as failed_dependency:
-        return failed_refs(failed_dependency, num_returns, spec.function)
     retry = retry or NO_RETRY
     attempt = 0
     while True:
+        args, kwargs = submitted.arguments()  # each attempt its own, as Ray's retries
+        await _dependencies(args, kwargs)
+        try:
+            args, kwargs, owner = prepare(spec, args, kwargs, RESOLVE_ONLY, instance)
+        except RayTaskError as failed_dependency:
+            return failed_refs(failed_dependency, num_returns, spec.function)
         outcome = await execute_async_call(
             spec,
             fn,
@@ -126,6 +140,34 @@ async def run_async(
     return package(outcome, num_returns, config.copy, spec.function)
 
 
+class Submitted:
+    """A call's arguments as Ray holds them once ``.remote()`` returned: copied then.
+
+    An async actor's call starts later; a caller's mutation in between must not reach it,
+    and an argument Ray could not serialize must fail at ``.remote()``.
+
+    Raises:
+        TypeError: An argument cannot be serialized (from the constructor).
+    """
+
+    __slots__ = ("_frozen", "_plain")
+
+    def __init__(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], config: LocalConfig, function: str
+    ) -> None:
+        self._plain = (args, kwargs)
+        self._frozen: Frozen | None = None
+        if config.copy:
+            copy_arguments(args, kwargs, function)  # Ray's TypeError, now
+            self._frozen = Frozen((args, kwargs))
+
+    def arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A fresh copy of the arguments (refs stay refs), or the objects with copy=False."""
+        if self._frozen is None:
+            return self._plain
+        return self._frozen.load()  # type: ignore[no-any-return]
+
+
 class LoopGenerator:
     """A streaming generator call of an async actor, run on the actor's loop as iterated.
 
@@ -138,24 +180,26 @@ class LoopGenerator:
         actor_loop: ActorLoop,
         spec: CallSpec,
         fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        submitted: Submitted,
         *,
         config: LocalConfig,
         instance: Any,
         actor_id: str | None,
+        on_exit: Callable[[BaseException | None], LocalRef],
     ) -> None:
         self._actor_loop = actor_loop
-        self._call = (spec, fn, args, kwargs, config, instance, actor_id)
+        self._call = (spec, fn, submitted, config, instance, actor_id)
+        self._on_exit = on_exit  # the actor's answer when it exits or dies mid-stream
         self._waiting: deque[concurrent.futures.Future[LocalRef | None]] = deque()
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._finished = False
+        self._final: LocalRef | None = None  # the one ref left to give: the actor died
 
     def _request(self) -> concurrent.futures.Future[LocalRef | None]:
         reply: concurrent.futures.Future[LocalRef | None] = concurrent.futures.Future()
         if self._finished:
-            reply.set_result(None)
+            reply.set_result(self._take_final())
             return reply
         if self._loop is None:
             self._actor_loop.submit(self._drive)
@@ -165,7 +209,7 @@ class LoopGenerator:
 
     def _deliver(self, reply: concurrent.futures.Future[LocalRef | None]) -> None:
         if self._finished:
-            reply.set_result(None)
+            reply.set_result(self._take_final())
             return
         self._waiting.append(reply)
         if self._wake is None:
@@ -180,20 +224,29 @@ class LoopGenerator:
             await self._wake.wait()
         return self._waiting.popleft()
 
+    def _take_final(self) -> LocalRef | None:
+        final, self._final = self._final, None
+        return final
+
     def _end(self) -> None:
         self._finished = True
         while self._waiting:
-            self._waiting.popleft().set_result(None)
+            self._waiting.popleft().set_result(self._take_final())
 
     async def _drive(self) -> None:
-        spec, fn, args, kwargs, config, instance, actor_id = self._call
+        spec, fn, submitted, config, instance, actor_id = self._call
         function = spec.function
         reply = await self._next_request()
-        await _dependencies(args, kwargs)
+        args, kwargs = submitted.arguments()
         try:
-            args, kwargs, owner = prepare(spec, args, kwargs, config, instance)
+            await _dependencies(args, kwargs)
+            args, kwargs, owner = prepare(spec, args, kwargs, RESOLVE_ONLY, instance)
         except RayTaskError as failed_dependency:
             reply.set_result(refs.error_ref(failed_dependency, function))
+            self._end()
+            return
+        except asyncio.CancelledError:  # killed before it started
+            reply.set_result(self._on_exit(None))
             self._end()
             return
         mode.OVERRIDE.set(config)
@@ -219,8 +272,17 @@ class LoopGenerator:
                         pdb.post_mortem(exc.__traceback__)
                     reply.set_result(refs.error_ref(exc, function))
                     return
+                except (asyncio.CancelledError, SystemExit) as ended:
+                    # Killed (cancelled), or exit_actor()/sys.exit() inside: the actor
+                    # is dead, and the next ref says so, as in Ray.
+                    reply.set_result(self._on_exit(ended))
+                    return
                 reply.set_result(refs.value_ref(item, config.copy, function))
-                reply = await self._next_request()
+                try:
+                    reply = await self._next_request()
+                except asyncio.CancelledError:  # killed between two items
+                    self._final = self._on_exit(None)  # the next one asked for says so
+                    return
         finally:
             self._end()
 

@@ -19,6 +19,7 @@ import os
 import traceback
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
+from types import TracebackType
 from typing import Any
 
 import ray
@@ -33,6 +34,7 @@ __all__ = [
     "LocalRefGenerator",
     "copy_value",
     "error_ref",
+    "frozen_ref",
     "pending_ref",
     "resolve_argument",
     "task_error",
@@ -119,7 +121,7 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
                 cause = error.cause
                 dual = error.as_instanceof_cause()
                 # The user's own frames, as real frames: pdb.pm() and IDEs can walk them.
-                raise dual.with_traceback(getattr(cause, "__traceback__", None)) from None
+                raise dual.with_traceback(_user_frames(getattr(cause, "__traceback__", None)))
             raise error  # a Ray system error (ActorDiedError...), raised as Ray raises it
         if self._payload is not None:
             return self._payload.load()
@@ -162,6 +164,16 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
 
     def __repr__(self) -> str:
         return f"ObjectRef({self.hex()})"  # as Ray's: messages and logs read the same
+
+
+_KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` without the kit's own frames at its top (where the local call was run)."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_KIT_DIR):
+        tb = tb.tb_next
+    return tb
 
 
 def pending_ref(future: concurrent.futures.Future[LocalRef]) -> LocalRef:
@@ -294,6 +306,13 @@ def value_ref(value: Any, copy: bool, function: str) -> LocalRef:
         return LocalRef(payload=Frozen(value))
     except Exception as exc:
         return error_ref(exc, function)
+
+
+def frozen_ref(value: Any) -> LocalRef:
+    """A ref holding a copy of ``value`` (``ray.put``); raises if it cannot be serialized."""
+    if is_atom(value):
+        return LocalRef(value=value)
+    return LocalRef(payload=Frozen(value))
 
 
 def error_ref(exc: BaseException, function: str) -> LocalRef:

@@ -7,31 +7,32 @@ passed as top-level arguments are resolved, and failures surface at ``ray.get`` 
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import inspect
-import os
 import pdb
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import RayTaskError, WorkerCrashedError
 
 from raytrace_kit import _ray_compat
 from raytrace_kit._local import mode, refs
 from raytrace_kit._local.copies import is_atom
 from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._local.refs import LocalRef
+from raytrace_kit._local.retry import NO_RETRY, Retry
 from raytrace_kit._options import CallSpec
 from raytrace_kit._worker import boundary as boundary_runners
 from raytrace_kit._worker.boundary import Boundary
 
 __all__ = [
     "NO_RETRY",
+    "RESOLVE_ONLY",
     "Outcome",
     "Retry",
     "arity",
     "check_call",
+    "copy_arguments",
     "execute_call",
     "failed_refs",
     "is_generator",
@@ -41,6 +42,9 @@ __all__ = [
     "prepare_arguments",
     "run",
 ]
+
+
+RESOLVE_ONLY = LocalConfig(copy=False)  # arguments copied already: resolve refs only
 
 
 class Outcome:
@@ -66,7 +70,20 @@ def prepare_arguments(
     args = tuple(refs.resolve_argument(a) for a in args)
     if kwargs:
         kwargs = {k: refs.resolve_argument(v) for k, v in kwargs.items()}
-    if not config.copy or (all(map(is_atom, args)) and all(map(is_atom, kwargs.values()))):
+    if not config.copy:
+        return args, kwargs
+    return copy_arguments(args, kwargs, function)
+
+
+def copy_arguments(
+    args: tuple[Any, ...], kwargs: dict[str, Any], function: str
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Copy arguments as Ray serializes them at submission (refs stay refs).
+
+    Raises:
+        TypeError: An argument cannot be serialized, with Ray's wording of it.
+    """
+    if all(map(is_atom, args)) and all(map(is_atom, kwargs.values())):
         return args, kwargs  # nothing to copy: immutable values are their own copies
     try:
         return refs.copy_value((args, kwargs))  # type: ignore[no-any-return]
@@ -123,59 +140,15 @@ def execute_call(
         retried = retry is not None and retry.again(exc, attempt)  # post-mortem on the last
         if (config.post_mortem or spec.options.post_mortem) and not retried:
             pdb.post_mortem(exc.__traceback__)
+    except SystemExit:
+        if actor_id is not None:
+            raise  # an actor's exit: its actor decides (see lifecycle.ActorExit)
+        # sys.exit() in a task ends its worker in Ray: WorkerCrashedError, after Ray's
+        # retries of system failures. It never reaches the caller's process.
+        outcome.error = WorkerCrashedError()
     finally:
         mode.OVERRIDE.reset(token)
     return outcome
-
-
-class Retry:
-    """Ray's retry options and ``runtime_env`` env vars, as a local call applies them.
-
-    ``retry_exceptions`` (``True`` or a list of exception types) with ``max_retries`` (``-1``:
-    no limit) runs a failing call again, as Ray does for a task: only on those exceptions.
-    ``runtime_env={"env_vars": ...}`` is set in ``os.environ`` for the call and restored after.
-    """
-
-    __slots__ = ("env_vars", "max_retries", "retry_on")
-
-    def __init__(self, ray_options: dict[str, Any]) -> None:
-        retries = ray_options.get("max_retries")
-        self.max_retries = 3 if retries is None else int(retries)  # Ray's default for tasks
-        retry_on = ray_options.get("retry_exceptions") or False
-        self.retry_on: bool | tuple[type[BaseException], ...] = (
-            tuple(retry_on) if isinstance(retry_on, list | tuple) else bool(retry_on)
-        )
-        runtime_env = ray_options.get("runtime_env") or {}
-        self.env_vars: dict[str, str] = dict(runtime_env.get("env_vars") or {})
-
-    def again(self, error: BaseException, attempt: int) -> bool:
-        """Whether a call that raised ``error`` on ``attempt`` (0 first) runs again."""
-        if self.retry_on is False or isinstance(error, RayError):
-            return False  # a failed dependency, a cancellation: not the call's own failure
-        if self.max_retries != -1 and attempt >= self.max_retries:
-            return False
-        return self.retry_on is True or isinstance(error, self.retry_on)
-
-    def environment(self) -> contextlib.AbstractContextManager[None]:
-        """``os.environ`` with the call's env vars, restored afterwards."""
-        return self._with_env_vars() if self.env_vars else _UNCHANGED
-
-    @contextlib.contextmanager
-    def _with_env_vars(self) -> Iterator[None]:
-        saved = {key: os.environ.get(key) for key in self.env_vars}
-        os.environ.update(self.env_vars)
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
-
-NO_RETRY = Retry({"max_retries": 0})
-_UNCHANGED = contextlib.nullcontext()  # reusable: the common case of no env vars
 
 
 def _call_into(
@@ -270,16 +243,19 @@ def run(
     A generator called for streaming (the default ``num_returns``) runs as its caller
     iterates: see :func:`lazy_generator`.
     """
+    retry = retry or NO_RETRY
+    submitted = (args, kwargs)  # the caller's: untouched by an attempt, which gets copies
     try:
         args, kwargs, owner = prepare(spec, args, kwargs, config, instance)
     except RayTaskError as failed_dependency:
         return failed_refs(failed_dependency, num_returns, spec.function)
     if generator and num_returns in (None, "streaming") and inspect.isgeneratorfunction(fn):
         return lazy_generator(spec, fn, args, kwargs, config, owner=owner, actor_id=actor_id)
-    retry = retry or NO_RETRY
     with retry.environment():
         attempt = 0
         while True:
+            if attempt:  # arguments of its own, as Ray deserializes them anew for a retry
+                args, kwargs, owner = prepare(spec, *submitted, config, instance)
             outcome = execute_call(
                 spec,
                 fn,

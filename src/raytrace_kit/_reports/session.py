@@ -289,7 +289,7 @@ def _function_matches(name: str, wanted: str) -> bool:
     return name == wanted or name.endswith("." + wanted)
 
 
-def _matches(  # noqa: PLR0913, PLR0917 -- one test per filter, in one place
+def _matches(  # noqa: PLR0917 -- one test per filter, in one place
     item: dict[str, Any],
     event: str | None,
     function: str | None,
