@@ -1,11 +1,19 @@
-"""Multi-node: each node's events carry that node's id (ray.cluster_utils.Cluster)."""
+"""Multi-node, as separate machines: each node writes to its own directory.
+
+Nodes 1 and 2 get their own ``RAYTRACE_LOG_DIR`` (``add_node(env_vars=...)``), so their
+files are where another machine's would be: out of the driver's reach but through
+``collect()``, which these tests use to read them, as a user would.
+"""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
@@ -14,14 +22,33 @@ from ray.cluster_utils import Cluster
 import raytrace_kit
 from raytrace_kit import debuggable
 
-from .conftest import events_of
+from . import conftest
+
+
+def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:
+    """This test's events of ``function``, from every node (collected first)."""
+    name = f"{function.__module__}.{function.__qualname__}"
+    session = raytrace_kit.open_session(raytrace_kit.collect())
+    return [
+        e
+        for e in session.events(event=event)
+        if e["timestamp"] >= conftest._test_started
+        and (e.get("function") == name or str(e.get("function")).startswith(name + "."))
+    ]
+
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
-def three_nodes() -> Iterator[Cluster]:
-    """A head and two worker nodes, each with one CPU and a resource naming it."""
+def node_dirs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Where nodes 1 and 2 write (node 0, the head, writes to the session directory)."""
+    return [tmp_path_factory.mktemp(f"node{i}") for i in (1, 2)]
+
+
+@pytest.fixture(scope="module")
+def three_nodes(node_dirs: list[Path]) -> Iterator[Cluster]:
+    """A head and two worker nodes, each with one CPU, a resource naming it, its own dir."""
     if ray.is_initialized():
         ray.shutdown()  # a driver connects to one cluster; the shared one restarts later
     cluster = Cluster(
@@ -32,8 +59,12 @@ def three_nodes() -> Iterator[Cluster]:
             "include_dashboard": False,
         },
     )
-    for i in (1, 2):
-        cluster.add_node(num_cpus=1, resources={f"node{i}": 1})
+    for i, directory in zip((1, 2), node_dirs, strict=True):
+        cluster.add_node(
+            num_cpus=1,
+            resources={f"node{i}": 1},
+            env_vars={"RAYTRACE_LOG_DIR": str(directory)},
+        )
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
     yield cluster
@@ -69,10 +100,11 @@ def test_each_node_events_carry_its_node_id(three_nodes: Cluster) -> None:
     assert [e["node_id"] for e in ends] == node_ids
     actor_ends = events_of(Resident, "call.end")
     assert {e["node_id"] for e in actor_ends} == {node_ids[2]}
-    # The nodes share this machine's session directory; node ids keep files apart.
+    # Each node's files were collected into a folder of its own.
+    collected = raytrace_kit.log_dir().parent.parent / "collected"
     for end in ends + actor_ends:
-        name = f"events-{end['node_id'][:12]}-{end['pid']}.jsonl"
-        assert end["call_id"] in (raytrace_kit.log_dir() / name).read_text()
+        name = f"node-{end['node_id'][:12]}/events-{end['node_id'][:12]}-{end['pid']}.jsonl"
+        assert end["call_id"] in (collected / name).read_text()
 
 
 @debuggable(profile="memray")
@@ -97,6 +129,45 @@ def test_profiles_on_every_node(three_nodes: Cluster) -> None:
         meta = json.loads(path.with_suffix(".json").read_text())
         assert meta["node_id"] == node_id
         assert meta["peak_memory_bytes"] >= 5 * 1024 * 1024
+
+
+def test_collect_every_node_then_read_anywhere(
+    three_nodes: Cluster, node_dirs: list[Path], tmp_path: Path
+) -> None:
+    """collect() brings each node's calls here; open_session() reads them, in a new process.
+
+    Run again, it copies nothing that did not change.
+    """
+    node_ids = [ray.get(where.options(resources={f"node{i}": 0.01}).remote()) for i in range(3)]
+    resident = Resident.options(resources={"node1": 0.01}).remote()
+    ray.get(resident.node.remote())
+    # The nodes' own directories hold their files: the driver cannot read them there.
+    assert list(node_dirs[0].glob("events-*.jsonl"))
+    dest = raytrace_kit.collect(tmp_path / "collected")
+    calls = raytrace_kit.open_session(dest).calls(function="where")
+    assert {c.node_id for c in calls} >= set(node_ids)
+    assert {c.status for c in calls} == {"ok"}
+    record = json.loads((dest / "collect.json").read_text())["nodes"]
+    assert {r["status"] for r in record.values()} == {"collected"}
+    assert len(record) == 3
+
+    script = (
+        "import sys, raytrace_kit; s = raytrace_kit.open_session(sys.argv[1]);"
+        "print(sorted({c.node_id for c in s.calls(function='where')}))"
+    )
+    fresh = subprocess.run(
+        [sys.executable, "-c", script, str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert set(json.loads(fresh.stdout.replace("'", '"'))) >= set(node_ids)
+
+    again = raytrace_kit.collect(tmp_path / "collected")
+    record = json.loads((again / "collect.json").read_text())["nodes"]
+    copied = {r["node_id"]: r["bytes_copied"] for r in record.values()}
+    assert copied[node_ids[2]] == 0  # an idle node: nothing changed, nothing copied
 
 
 def test_node_pinning(three_nodes: Cluster) -> None:
@@ -124,3 +195,14 @@ def test_node_pinning(three_nodes: Cluster) -> None:
     time.sleep(1.1)  # past the second for which a node found alive is trusted
     with pytest.raises(raytrace_kit.NodeNotFoundError, match="is dead"):
         debuggable(pin=doomed_id)(where).remote()
+
+
+def test_collect_reports_a_dead_node(three_nodes: Cluster, tmp_path: Path) -> None:
+    """After test_node_pinning removed a node: one warning naming it, the rest collected."""
+    dead = [n["NodeID"] for n in ray.nodes() if not n["Alive"]]
+    assert dead
+    with pytest.warns(raytrace_kit.RaytraceKitWarning, match=dead[0][:12]):
+        dest = raytrace_kit.collect(tmp_path)
+    record = json.loads((dest / "collect.json").read_text())["nodes"]
+    assert record[dead[0]]["status"] == "dead"
+    assert sum(r["status"] == "collected" for r in record.values()) == 2

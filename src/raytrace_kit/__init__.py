@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from raytrace_kit._driver.actor_class import DebuggableActorClass
 from raytrace_kit._driver.blocks import ProfileBlock, profile_cpu, profile_memory
+from raytrace_kit._driver.collect import collect
 from raytrace_kit._driver.decorate import debuggable
 from raytrace_kit._driver.function import DebuggableFunction
 from raytrace_kit._driver.stacks import stacks
@@ -87,6 +88,7 @@ __all__ = [
     "__version__",
     "attach_debugger",
     "check_serializable",
+    "collect",
     "cpu_stats",
     "debuggable",
     "flamegraph",

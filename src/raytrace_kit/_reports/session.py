@@ -91,32 +91,15 @@ def _interrupted(raw: bytes) -> Call | None:
     return call
 
 
-def _call_id(raw: bytes) -> bytes:
-    at = raw.find(b'"call_id":"', 40, 160)  # near the start: after timestamp, level, event
-    if at < 0:
-        at = raw.find(b'"call_id":"')  # written by something else than the kit's renderer
-        if at < 0:
-            return b""
-    at += 11
-    return raw[at : raw.find(b'"', at)]
+class _Start(msgspec.Struct, gc=False):
+    """What a call's ``call.end`` needs of its ``call.start``."""
+
+    call_id: str = ""
+    timestamp: str = ""
+    rss_bytes: int | None = None
 
 
-def _start_figures(raw: bytes) -> tuple[str, int | None]:
-    """A ``call.start``'s timestamp and RSS, read without decoding the whole line.
-
-    The kit renders both in fixed places (timestamp first, memory figures last); a line
-    that does not look so is decoded properly.
-    """
-    at = raw.rfind(b'"rss_bytes":')
-    if raw.startswith(b'{"timestamp":"') and at > 0:
-        end = raw.find(b",", at)
-        text = raw[at + 12 : end]
-        return raw[14:46].decode(), None if text == b"null" else int(text)
-    try:
-        start = _END(raw)
-    except msgspec.DecodeError:
-        return "", None
-    return start.ended or "", start.rss_end_bytes
+_START = msgspec.json.Decoder(_Start).decode
 
 
 def _file_calls(file: Path, made: list[Call]) -> None:
@@ -125,28 +108,30 @@ def _file_calls(file: Path, made: list[Call]) -> None:
         data = file.read_bytes()
     except OSError:
         return  # removed while we listed: nothing to report
-    starts: dict[bytes, bytes] = {}
-    decode = _END
+    starts: dict[str, tuple[_Start, bytes]] = {}
+    end, start = _END, _START
+    append = made.append
     for raw in data.splitlines():
-        at = raw.find(b'"event":"call.', 30, 120)
+        at = raw.find(b'"event":"call.', 30, 120)  # after the timestamp and the level
         if at < 0:
             continue
         kind = raw[at + 14]
-        if kind == 115:  # "s": call.start
-            starts[_call_id(raw)] = raw
-        elif kind == 101:  # "e": call.end
-            try:
-                call = decode(raw)
-            except msgspec.DecodeError:
-                continue  # a line cut short by a killed process
-            start = starts.pop(call.call_id.encode(), None)
-            if start is not None:
-                call.started, call.rss_start_bytes = _start_figures(start)
-            made.append(call)
-    for raw in starts.values():
+        try:
+            if kind == 115:  # "s": call.start
+                begun = start(raw)
+                starts[begun.call_id] = (begun, raw)
+            elif kind == 101:  # "e": call.end
+                call = end(raw)
+                pair = starts.pop(call.call_id, None)
+                if pair is not None:
+                    call.started, call.rss_start_bytes = pair[0].timestamp, pair[0].rss_bytes
+                append(call)
+        except msgspec.DecodeError:
+            continue  # a line cut short by a killed process
+    for _, raw in starts.values():
         interrupted = _interrupted(raw)
         if interrupted is not None:
-            made.append(interrupted)
+            append(interrupted)
 
 
 class Session:

@@ -1,0 +1,197 @@
+"""``collect()``: bring every node's raytrace_kit files to the driver, through Ray itself.
+
+One small task per alive node, pinned there (hard node affinity, no CPU), lists the
+node's raytrace_kit directory and streams the requested files back in chunks, as a
+streaming generator with backpressure, so a large profile capture never sits whole in
+memory. Nodes are read in parallel (one driver thread each). No dashboard, no SSH.
+
+A second run copies only what changed: an event file that grew gets its new bytes
+appended (event files are append-only while their inode stays the same); a rotated or
+rewritten file is copied again; an unchanged one is skipped. What was copied from where
+is recorded in ``collect.json`` in the destination, with the nodes that could not be
+read (dead, or failed) and why.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from raytrace_kit._local.hooks import mark_kit_remote
+from raytrace_kit._output import paths, writer
+from raytrace_kit.exceptions import UsageError
+
+__all__ = ["collect"]
+
+_CHUNK = 8 * 1024 * 1024  # bytes per streamed piece: bounded memory on both sides
+_RECORD = "collect.json"
+
+
+def _list_files(profiles: bool) -> dict[str, Any]:
+    """On the node: its raytrace_kit directory and the files in it (path, size, inode)."""
+    root = paths.log_dir()
+    files = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or (not profiles and path.parent.name == "profiles"):
+            continue
+        try:
+            info = path.stat()
+        except OSError:
+            continue  # removed while listing
+        files.append((str(path.relative_to(root)), info.st_size, info.st_ino))
+    return {"root": str(root), "files": files}
+
+
+def _read_files(root: str, wanted: list[tuple[str, int, int]]) -> Iterator[tuple[str, int, bytes]]:
+    """On the node: stream ``(path, offset, bytes)`` of each wanted file, from ``offset``."""
+    base = Path(root)
+    for relative, start, size in wanted:
+        position = start
+        try:
+            with (base / relative).open("rb") as handle:
+                handle.seek(position)
+                while position < size:
+                    data = handle.read(min(_CHUNK, size - position))
+                    if not data:
+                        break
+                    yield relative, position, data
+                    position += len(data)
+        except OSError:
+            continue  # removed or rotated away since the listing: the next run gets it
+
+
+@functools.cache
+def _remotes() -> tuple[Any, Any]:
+    lister = mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(_list_files))
+    reader = mark_kit_remote(
+        ray.remote(num_cpus=0, max_retries=0, _generator_backpressure_num_objects=4)(_read_files)
+    )
+    return lister, reader
+
+
+def _plan(
+    listing: dict[str, Any], local: Path, known: dict[str, Any]
+) -> tuple[list[tuple[str, int, int]], dict[str, Any]]:
+    """Which files (from which offset) to fetch, and the record of what will be there."""
+    wanted: list[tuple[str, int, int]] = []
+    record: dict[str, Any] = {}
+    for relative, size, inode in listing["files"]:
+        target = local / relative
+        have = target.stat().st_size if target.exists() else -1
+        seen = known.get(relative)
+        same_file = seen is not None and seen.get("inode") == inode and have == seen.get("size")
+        if same_file and have == size:
+            record[relative] = seen  # unchanged: nothing to copy
+            continue
+        grew = same_file and relative.endswith(".jsonl") and have < size
+        wanted.append((relative, have if grew else 0, size))
+        record[relative] = {"inode": inode, "size": size}
+    return wanted, record
+
+
+def _collect_node(
+    node: dict[str, Any], dest: Path, profiles: bool, known: dict[str, Any]
+) -> dict[str, Any]:
+    node_id = node["NodeID"]
+    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    lister, reader = _remotes()
+    local = dest / f"node-{node_id[:12]}"
+    started = time.monotonic()
+    try:
+        listing = ray.get(lister.options(scheduling_strategy=strategy).remote(profiles))
+        wanted, record = _plan(listing, local, known.get("files", {}))
+        copied = 0
+        if wanted:
+            stream = reader.options(scheduling_strategy=strategy).remote(listing["root"], wanted)
+            for ref in stream:
+                relative, offset, data = ray.get(ref)
+                target = local / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with target.open("r+b" if offset and target.exists() else "wb") as handle:
+                    handle.seek(offset)
+                    handle.write(data)
+                    handle.truncate()
+                copied += len(data)
+    except Exception as exc:  # a node that dies or fails is reported, not raised
+        return {
+            "node_id": node_id,
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {exc}"[:500],
+        }
+    return {
+        "node_id": node_id,
+        "status": "collected",
+        "address": node.get("NodeManagerAddress"),
+        "source": listing["root"],
+        "files": record,
+        "bytes_copied": copied,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def collect(dest: str | os.PathLike[str] | None = None, *, profiles: bool = True) -> Path:
+    """Copy the raytrace_kit files of every alive node of the connected cluster here.
+
+    Nodes are read in parallel, through Ray (a small task pinned to each node), without
+    the dashboard or SSH. Run it again to fetch only what changed. Open the result with
+    :func:`raytrace_kit.open_session`.
+
+    Args:
+        dest: Where to put the files (one ``node-<id>`` folder per node). Default: a
+            ``collected`` folder in the driver's Ray session directory.
+        profiles: Also copy profile captures (they can be large; they are streamed).
+
+    Raises:
+        UsageError: Ray is not initialized (there is no cluster to collect from).
+
+    Returns:
+        The destination directory. Nodes that are dead or could not be read are listed in
+        its ``collect.json`` and named in one warning; they do not make this fail.
+    """
+    if not ray.is_initialized():
+        msg = (
+            "collect() copies files from the nodes of a Ray cluster, and Ray is not "
+            "initialized. Call ray.init(address=...) first, or open a session directory "
+            "with open_session(path)."
+        )
+        raise UsageError(msg)
+    target = Path(dest) if dest is not None else paths.log_dir().parent.parent / "collected"
+    target.mkdir(parents=True, exist_ok=True)
+    record_path = target / _RECORD
+    try:
+        previous = json.loads(record_path.read_text())["nodes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        previous = {}
+    nodes = ray.nodes()
+    alive = [node for node in nodes if node.get("Alive")]
+    results: dict[str, Any] = {
+        node["NodeID"]: {"node_id": node["NodeID"], "status": "dead"}
+        for node in nodes
+        if not node.get("Alive")
+    }
+    with ThreadPoolExecutor(max_workers=max(1, len(alive))) as pool:
+        done = pool.map(
+            lambda node: _collect_node(node, target, profiles, previous.get(node["NodeID"], {})),
+            alive,
+        )
+        for result in done:
+            results[result["node_id"]] = result
+    record_path.write_text(json.dumps({"nodes": results}, indent=1))
+    missing = [r for r in results.values() if r["status"] != "collected"]
+    if missing:
+        names = ", ".join(f"{r['node_id'][:12]} ({r['status']})" for r in missing)
+        writer.warn(
+            f"raytrace_kit.collect(): could not read {len(missing)} node(s): {names}; "
+            f"see {record_path}.",
+            stacklevel=2,
+        )
+    return target
