@@ -68,6 +68,25 @@ def parse_record(text: str) -> int:
     return int(text)
 
 
+@debuggable
+@ray.remote
+def child(x: int) -> int:
+    return x
+
+
+@debuggable
+@ray.remote
+class Keeper:
+    def keep(self, x: int) -> int:
+        return x
+
+
+@debuggable
+@ray.remote
+def fan_out(keeper: object) -> list[int]:
+    return ray.get([child.remote(1), keeper.keep.remote(2)])  # type: ignore[attr-defined]
+
+
 @pytest.mark.usefixtures("ray_session")
 class TestSchema:
     """call.start and call.end carry the documented fields, with the right types."""
@@ -106,6 +125,21 @@ class TestSchema:
         assert lines[-1] == "ValueError: invalid literal for int() with base 10: 'not a number'"
         assert "raytrace_kit" not in end["traceback"]  # the kit's own frames are left out
         assert start["rss_bytes"] > 0
+
+    def test_calls_name_the_call_that_submitted_them(self) -> None:
+        """parent_call_id/parent_task_id link a task's and a method's calls to their caller."""
+        keeper = Keeper.remote()
+        assert ray.get(fan_out.remote(keeper)) == [1, 2]
+        (parent,) = events_of(fan_out, "call.start")
+        assert parent["parent_call_id"] is None  # submitted by the driver, outside calls
+        (task,) = events_of(child, "call.start")
+        method = next(e for e in events_of(Keeper, "call.start") if e["function"].endswith("keep"))
+        for start in (task, method):
+            assert start["parent_call_id"] == parent["call_id"]
+            assert start["parent_task_id"] == parent["task_id"]
+        session = raytrace_kit.open_session()
+        children = session.children(parent["call_id"])
+        assert sorted(c.function.rsplit(".", 1)[-1] for c in children) == ["child", "keep"]
 
     def test_ray_id_fields_use_ray_logging_names(self) -> None:
         """The Ray id fields are named as ray.LoggingConfig(encoding="JSON") names them."""

@@ -47,6 +47,14 @@ def ids() -> dict[str, Any]:
 
 @debuggable
 @ray.remote
+def outer() -> Any:
+    gate = Gate.remote()
+    opened = gate.open.remote()  # an async actor's call, on its loop
+    return ray.get([ids.remote(), opened])
+
+
+@debuggable
+@ray.remote
 def asks_the_cluster() -> str:
     return str(ray.get_runtime_context().gcs_address)
 
@@ -168,6 +176,20 @@ class TestScheduler:
         assert seen["task_id"] != again["task_id"] == end_again["task_id"]
         assert seen["worker_id"] == again["worker_id"]  # one process: one worker
         assert not ray.is_initialized()
+
+    def test_local_calls_name_their_parent(self) -> None:
+        """A call made during a local call names it, on the caller's thread or a loop."""
+        with local_mode(strict=True):
+            ray.get(outer.remote())
+        (parent,) = events_of(outer, "call.start")
+        (task,) = events_of(ids, "call.start")
+        method = next(e for e in events_of(Gate, "call.start") if e["function"].endswith("open"))
+        assert parent["parent_call_id"] is None
+        for start in (task, method):
+            assert (start["parent_call_id"], start["parent_task_id"]) == (
+                parent["call_id"],
+                parent["task_id"],
+            )
 
     def test_what_needs_a_cluster_raises_naming_local_mode(self) -> None:
         """The GCS address cannot be had without a cluster: an error, and none is started."""

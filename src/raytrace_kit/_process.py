@@ -85,6 +85,7 @@ class State:
         self.clock: tuple[int, str] = (-1, "")  # the current second, formatted once
         # --- live stacks (see _worker.stacks): calls running now, and the server thread
         self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call
+        self.parents_hooked = False  # ActorMethod._remote carries parents (see _worker.parents)
         self.stacks_server: threading.Thread | None = None
         # --- profilers (see _worker.profilers): one memray per process, cProfile per thread
         self.memray_busy = False
@@ -122,7 +123,8 @@ def reset() -> None:
         if state.statm_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(state.statm_fd)
-        for name, (original, hook) in state.ray_hooks.items():
+        for key, (original, hook) in state.ray_hooks.items():
+            name = key.partition("#")[0]  # "#..." tells apart two hooks of one attribute
             owner_path, _, attribute = name.rpartition(".")
             owner: Any = ray
             for part in filter(None, owner_path.split(".")):

@@ -21,8 +21,10 @@ __all__ = [
     "CloudPickler",
     "DynamicObjectRefGenerator",
     "RemoteFunction",
+    "accepts_keyword",
     "actor_id_of",
     "actor_location",
+    "actor_method_class",
     "check_function_size",
     "connection_key",
     "current_actor_id",
@@ -54,6 +56,17 @@ def check_function_size(pickled: bytes, name: str, kind: str) -> None:
         ValueError: Larger than ``FUNCTION_SIZE_ERROR_THRESHOLD``, with Ray's message.
     """
     ray._private.utils.check_oversized_function(pickled, name, kind, None)
+
+
+def actor_method_class() -> Any:
+    """Ray's ``ActorMethod`` (what ``handle.method`` is), whose ``_remote`` submits a call."""
+    return ray.actor.ActorMethod
+
+
+def accepts_keyword(method: Any, name: str) -> bool:
+    """Whether the actor method behind ``method`` (an ``ActorMethod``) takes ``name``."""
+    signature = getattr(method, "_signature", None) or ()
+    return any(parameter.name == name for parameter in signature)
 
 
 def _global_worker() -> Any:

@@ -46,6 +46,8 @@ class TestCallLines:
             "event",
             "schema",
             "call_id",
+            "parent_call_id",
+            "parent_task_id",
             "function",
             "kind",
             "mode",
@@ -61,6 +63,13 @@ class TestCallLines:
         assert event["actor_id"] is None
         assert event["pid"] == 4242
         assert event["schema"] == schema.SCHEMA == 2
+        assert event["parent_call_id"] is None
+
+    def test_parent_is_split_into_call_and_task(self) -> None:
+        """A parent token names the submitting call and its task."""
+        line = schema.call_line("call.start", "info", self._members(parent="ab12/cd34"))
+        event = json.loads(line)
+        assert (event["parent_call_id"], event["parent_task_id"]) == ("ab12", "cd34")
 
     def test_task_name_is_encoded(self) -> None:
         """A task name is the user's text: quotes and newlines stay valid JSON."""

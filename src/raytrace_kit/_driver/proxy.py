@@ -29,6 +29,7 @@ from raytrace_kit._local.hooks import mark_kit_remote
 from raytrace_kit._local.mode import LocalConfig, config_for
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._serialization.report import reject
+from raytrace_kit._worker.parents import with_parent
 from raytrace_kit.exceptions import NotSerializableError
 
 __all__ = ["Debuggable", "make_remote"]
@@ -234,6 +235,7 @@ class Debuggable:
                 config = config_for(options)
                 if config is not None:
                     return self._local_call(config, args, kwargs)
+            kwargs = with_parent(kwargs)  # inside a call: which call submitted this one
             pin = options.pin
             if pin is not None:
                 if pin.node_id is not None:

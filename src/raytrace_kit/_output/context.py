@@ -10,7 +10,7 @@ from typing import Any
 from raytrace_kit import _process
 from raytrace_kit._output import schema
 
-__all__ = ["CURRENT_CALL", "ActiveCall"]
+__all__ = ["CURRENT_CALL", "PARENT_KWARG", "ActiveCall", "parent_token"]
 
 
 class ActiveCall:
@@ -37,6 +37,7 @@ class ActiveCall:
         "local_attempt",
         "mode",
         "owner",
+        "parent",
         "spec_fields",
         "spec_fragment",
         "started",
@@ -54,7 +55,9 @@ class ActiveCall:
         *,
         local_actor_id: str | None = None,
         local_attempt: int = 0,
+        parent: str | None = None,
     ) -> None:
+        self.parent = parent  # parent_token() of the submitting call, if any
         self.local_actor_id = local_actor_id
         self.local_attempt = local_attempt
         self.spec_fields = spec_fields
@@ -89,6 +92,7 @@ class ActiveCall:
             identity=identity,
             attempt=self.attempt,
             task_name=self.task_name,
+            parent=self.parent,
         )
 
     @property
@@ -98,8 +102,11 @@ class ActiveCall:
             if self.call_id is None:
                 self.capture()
             identity = self.identity
+            parent_call, _, parent_task = (self.parent or "").partition("/")
             self._fields = {
                 "call_id": self.call_id,
+                "parent_call_id": parent_call or None,
+                "parent_task_id": parent_task or None,
                 **self.spec_fields,
                 "mode": self.mode,
                 "task_id": self.task_id,
@@ -114,6 +121,18 @@ class ActiveCall:
         return self._fields
 
 
+def parent_token(call: ActiveCall | None) -> str | None:
+    """What a call submitted during ``call`` carries to name it: ``call_id/task_id``.
+
+    ``None`` outside any call. Captures the call's ids if it has not yet (``log=False``).
+    """
+    if call is None:
+        return None
+    if call.call_id is None:
+        call.capture()
+    return f"{call.call_id}/{call.task_id or ''}"
+
+
 def _local_task_name(function: str | None, actor_id: str | None) -> str | None:
     """The name Ray would give the call: the function's, or ``Class.method``."""
     if function is None:
@@ -121,6 +140,9 @@ def _local_task_name(function: str | None, actor_id: str | None) -> str | None:
     parts = function.split(".")
     return ".".join(parts[-2:]) if actor_id is not None else parts[-1]
 
+
+# The keyword argument that carries parent_token() to an instrumented task or method.
+PARENT_KWARG = "_raytrace_parent"
 
 # The worker sets it around every call; get_logger() events pick the fields up from here.
 CURRENT_CALL: contextvars.ContextVar[ActiveCall | None] = contextvars.ContextVar(

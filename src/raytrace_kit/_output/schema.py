@@ -130,16 +130,21 @@ def call_members(
     identity: ProcessIdentity,
     attempt: int | None,
     task_name: str | None = None,
+    parent: str | None = None,
 ) -> str:
     """The members ``call.start`` and ``call.end`` of one call share (rendered once a call).
 
     ``spec_fragment`` is :func:`members` of ``{"function", "kind"}``, rendered on the
     driver. Ids are hex strings and numbers: safe to place in JSON without escaping; the
-    task name is the user's, so it is encoded.
+    task name is the user's, so it is encoded. ``parent`` is :func:`parent_token` of the
+    call during which this one was submitted.
     """
     name = "null" if task_name is None else _ENCODER.encode(task_name)
+    parent_call, _, parent_task = (parent or "").partition("/")
     return (
-        f'"call_id":"{call_id}",{spec_fragment},"mode":"{mode}",'
+        f'"call_id":"{call_id}","parent_call_id":{_quoted(parent_call or None)},'
+        f'"parent_task_id":{_quoted(parent_task or None)},'
+        f'{spec_fragment},"mode":"{mode}",'
         f'"task_id":{_quoted(task_id)},"task_name":{name},"actor_id":{_quoted(actor_id)},'
         f"{_identity_members(identity)},"
         f'"attempt":{"null" if attempt is None else int(attempt)}'

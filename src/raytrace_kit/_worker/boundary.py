@@ -16,22 +16,35 @@ from typing import Any, TypeVar
 from raytrace_kit import _process
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output import schema, writer
-from raytrace_kit._output.context import CURRENT_CALL, ActiveCall
+from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
-from raytrace_kit._worker import profilers, stacks
+from raytrace_kit._worker import parents, profilers, stacks
 
 __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
 
 _T = TypeVar("_T")
 
 
-def _begin(
-    spec: CallSpec, owner: int | None, mode: str, actor_id: str | None, attempt: int
+def _begin(  # noqa: PLR0917 -- private, called from one place
+    spec: CallSpec,
+    owner: int | None,
+    mode: str,
+    actor_id: str | None,
+    attempt: int,
+    parent: str | None,
 ) -> ActiveCall | None:
     try:
+        if parent is None and mode == "local":  # submitted synchronously from its parent
+            parent = parent_token(CURRENT_CALL.get())
         call = ActiveCall(
-            spec.fields, spec.fragment, mode, owner, local_actor_id=actor_id, local_attempt=attempt
+            spec.fields,
+            spec.fragment,
+            mode,
+            owner,
+            local_actor_id=actor_id,
+            local_attempt=attempt,
+            parent=parent,
         )
         if spec.options.log:
             call.capture()
@@ -72,6 +85,7 @@ class Boundary:
         "cpu_started",
         "mode",
         "owner",
+        "parent",
         "profile",
         "spec",
         "token",
@@ -89,7 +103,9 @@ class Boundary:
         actor_id: str | None = None,
         attempt: int = 0,
         cpu: bool = True,
+        parent: str | None = None,
     ) -> None:
+        self.parent = parent
         self.spec = spec
         self.owner = owner
         self.mode = mode
@@ -105,12 +121,18 @@ class Boundary:
 
     def _begin(self) -> Any:
         spec = self.spec
-        self.call = call = _begin(spec, self.owner, self.mode, self.actor_id, self.attempt)
+        self.call = call = _begin(
+            spec, self.owner, self.mode, self.actor_id, self.attempt, self.parent
+        )
         self.token = CURRENT_CALL.set(call)
         self.profile = None
         if call is None:
             return None
-        _process.state.running_calls[id(call)] = call
+        state = _process.state
+        state.running_calls[id(call)] = call
+        if not state.parents_hooked and self.mode != "local":
+            state.parents_hooked = True
+            parents.install_method_hook()  # once per process: method calls name their parent
         if spec.kind == "actor_init" and self.mode != "local":
             stacks.serve()  # once per actor process: stacks(handle) asks this server; never raises
         if spec.options.profile is not None:
@@ -162,13 +184,14 @@ def run(
     *,
     mode: str = "ray",
     actor_id: str | None = None,
+    parent: str | None = None,
 ) -> _T:
     """Run ``fn(*args, **kwargs)`` as one instrumented call.
 
     ``mode`` is ``ray`` in a Ray worker (ids come from Ray) or ``local`` in local mode
     (no Ray task; ``actor_id`` is the local actor's id, if any).
     """
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id)
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, parent=parent)
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
@@ -198,9 +221,10 @@ def run_generator(
     *,
     mode: str = "ray",
     actor_id: str | None = None,
+    parent: str | None = None,
 ) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False)
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False, parent=parent)
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
@@ -225,9 +249,10 @@ async def run_async(
     *,
     mode: str = "ray",
     actor_id: str | None = None,
+    parent: str | None = None,
 ) -> _T:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False)
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False, parent=parent)
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
@@ -255,9 +280,10 @@ async def run_async_generator(
     *,
     mode: str = "ray",
     actor_id: str | None = None,
+    parent: str | None = None,
 ) -> AsyncIterator[Any]:
     """Run an async generator function as one call."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False)
+    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False, parent=parent)
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:

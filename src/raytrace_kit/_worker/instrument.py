@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import types
@@ -9,12 +10,13 @@ from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, TypeVar
 
 from raytrace_kit._options import CallSpec, DebugOptions, qualified_name
-from raytrace_kit._output.context import CURRENT_CALL
+from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG
 from raytrace_kit._worker.boundary import run, run_async, run_async_generator, run_generator
 
 __all__ = ["instrument_class", "instrument_function"]
 
 _T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def instrument_function(fn: Callable[..., Any], options: DebugOptions) -> Callable[..., Any]:
@@ -29,15 +31,45 @@ def instrument_function(fn: Callable[..., Any], options: DebugOptions) -> Callab
 
         @functools.wraps(fn)
         def generator_task(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            return (yield from run_generator(spec, fn, args, kwargs))
+            parent = kwargs.pop(PARENT_KWARG, None)
+            return (yield from run_generator(spec, fn, args, kwargs, parent=parent))
 
-        return generator_task
+        return _accepting_parent(generator_task, fn)
 
     @functools.wraps(fn)
     def task(*args: Any, **kwargs: Any) -> Any:
-        return run(spec, fn, args, kwargs)
+        parent = kwargs.pop(PARENT_KWARG, None)
+        return run(spec, fn, args, kwargs, parent=parent)
 
-    return task
+    return _accepting_parent(task, fn)
+
+
+def _accepting_parent(wrapper: _F, original: Callable[..., Any], *, method: bool = False) -> _F:
+    """``wrapper`` with ``original``'s signature plus the parent keyword, as Ray checks it.
+
+    Ray validates a call's arguments against the signature at ``.remote()``; the kit adds
+    the submitting call's id as a keyword (:data:`PARENT_KWARG`) when there is one. For
+    actor methods Ray reads the signature of ``inspect.unwrap(method)``: a method wrapper
+    drops ``__wrapped__`` so that Ray reads this one (its other attributes, copied by
+    ``functools.wraps``, stay).
+    """
+    if method:
+        with contextlib.suppress(AttributeError):
+            del wrapper.__wrapped__
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        return wrapper  # no signature to extend: Ray checks nothing either
+    parameters = list(signature.parameters.values())
+    extra = inspect.Parameter(PARENT_KWARG, inspect.Parameter.KEYWORD_ONLY, default=None)
+    if any(p.name == PARENT_KWARG for p in parameters):
+        return wrapper
+    at = len(parameters)
+    if parameters and parameters[-1].kind is inspect.Parameter.VAR_KEYWORD:
+        at -= 1
+    parameters.insert(at, extra)
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return wrapper
 
 
 def _passes_through(bound: bool, owner: int | None) -> bool:
@@ -66,44 +98,48 @@ def _instrument_method(
 
         @functools.wraps(method)
         async def async_method(*args: Any, **kwargs: Any) -> Any:
+            parent = kwargs.pop(PARENT_KWARG, None)
             owner = id(args[0]) if bound else None
             if _passes_through(bound, owner):
                 return await method(*args, **kwargs)
-            return await run_async(spec, method, args, kwargs, owner)
+            return await run_async(spec, method, args, kwargs, owner, parent=parent)
 
-        return async_method
+        return _accepting_parent(async_method, method, method=True)
     if inspect.isasyncgenfunction(method):
 
         @functools.wraps(method)
         async def async_generator_method(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            parent = kwargs.pop(PARENT_KWARG, None)
             owner = id(args[0]) if bound else None
             if _passes_through(bound, owner):
                 inner = method(*args, **kwargs)
             else:
-                inner = run_async_generator(spec, method, args, kwargs, owner)
+                inner = run_async_generator(spec, method, args, kwargs, owner, parent=parent)
             async for item in inner:
                 yield item
 
-        return async_generator_method
+        return _accepting_parent(async_generator_method, method, method=True)
     if inspect.isgeneratorfunction(method):
 
         @functools.wraps(method)
         def generator_method(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+            parent = kwargs.pop(PARENT_KWARG, None)
             owner = id(args[0]) if bound else None
             if _passes_through(bound, owner):
                 return (yield from method(*args, **kwargs))
-            return (yield from run_generator(spec, method, args, kwargs, owner))
+            return (yield from run_generator(spec, method, args, kwargs, owner, parent=parent))
 
-        return generator_method
+        return _accepting_parent(generator_method, method, method=True)
 
     @functools.wraps(method)
     def sync_method(*args: Any, **kwargs: Any) -> Any:
+        parent = kwargs.pop(PARENT_KWARG, None)
         owner = id(args[0]) if bound else None
         if _passes_through(bound, owner):
             return method(*args, **kwargs)
-        return run(spec, method, args, kwargs, owner)
+        return run(spec, method, args, kwargs, owner, parent=parent)
 
-    return sync_method
+    return _accepting_parent(sync_method, method, method=True)
 
 
 def _default_init(self: Any) -> None:

@@ -13,6 +13,7 @@ import ray
 
 from raytrace_kit import _process
 from raytrace_kit._options import CallSpec
+from raytrace_kit._output.context import PARENT_KWARG
 from raytrace_kit._worker import boundary, stacks
 
 __all__ = ["PinnedRunner", "PinnedWorker"]
@@ -51,14 +52,17 @@ class PinnedRunner:
     def call(self, _raytrace_spec: int | CallSpec, *args: Any, **kwargs: Any) -> Any:
         """Run one call (Ray resolved the top-level refs in ``args`` already)."""
         spec = self._spec(_raytrace_spec)
-        return boundary.run(spec, self.fn, args, kwargs, mode="pinned")
+        parent = kwargs.pop(PARENT_KWARG, None)
+        return boundary.run(spec, self.fn, args, kwargs, mode="pinned", parent=parent)
 
     def call_generator(
         self, _raytrace_spec: int | CallSpec, *args: Any, **kwargs: Any
     ) -> Generator[Any, Any, Any]:
         """Run one call of a generator function: a streaming generator, as a task's."""
         spec = self._spec(_raytrace_spec)
-        for item in boundary.run_generator(spec, self.fn, args, kwargs, mode="pinned"):  # noqa: UP028 -- Ray sends into generators
+        parent = kwargs.pop(PARENT_KWARG, None)
+        calls = boundary.run_generator(spec, self.fn, args, kwargs, mode="pinned", parent=parent)
+        for item in calls:  # noqa: UP028 -- Ray sends into generators
             yield item
 
     def _spec(self, key: int | CallSpec) -> CallSpec:

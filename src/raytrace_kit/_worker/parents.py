@@ -1,0 +1,56 @@
+"""Which call started which: the submitting call's id travels with the calls it submits.
+
+A debuggable task or actor submitted during an instrumented call gets the caller's
+``parent_token()`` as one extra keyword argument (``_raytrace_parent``), which the
+instrumented code takes out before the user's code sees the arguments: ``call.start``
+then carries ``parent_call_id`` and ``parent_task_id``. Submissions outside any call
+pass nothing, so a driver's submissions cost one context-variable read.
+
+Tasks and actors are submitted through the kit's proxies (:mod:`raytrace_kit._driver`);
+actor *methods* are called on Ray's own handles, so Ray's ``ActorMethod._remote`` is
+wrapped once per process, on the first instrumented call: it adds the keyword only
+inside a call and only for methods that take it (those of debuggable actors).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from raytrace_kit import _process, _ray_compat
+from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG, parent_token
+
+__all__ = ["install_method_hook", "with_parent"]
+
+_HOOK_KEY = "actor.ActorMethod._remote#parent"
+
+
+def with_parent(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` plus the current call's token, or ``kwargs`` itself outside calls."""
+    parent = CURRENT_CALL.get()
+    if parent is None:
+        return kwargs
+    return {**kwargs, PARENT_KWARG: parent_token(parent)}
+
+
+def install_method_hook() -> None:
+    """Wrap ``ActorMethod._remote`` so method calls made inside a call carry its token."""
+    state = _process.state
+    if _HOOK_KEY in state.ray_hooks:
+        return
+    cls = _ray_compat.actor_method_class()
+    original: Callable[..., Any] = cls._remote
+
+    @functools.wraps(original)
+    def submit(self: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        parent = CURRENT_CALL.get()
+        if parent is not None and _ray_compat.accepts_keyword(self, PARENT_KWARG):
+            kwargs = {**(kwargs or {}), PARENT_KWARG: parent_token(parent)}
+        return original(self, args, kwargs, **options)
+
+    with state.lock:
+        if _HOOK_KEY in state.ray_hooks:
+            return
+        cls._remote = submit
+        state.ray_hooks[_HOOK_KEY] = (original, submit)
