@@ -87,6 +87,19 @@ def fan_out(keeper: object) -> list[int]:
     return ray.get([child.remote(1), keeper.keep.remote(2)])  # type: ignore[attr-defined]
 
 
+@debuggable(log_args=True)
+@ray.remote
+def login(user: str, *, password: str, retries: int = 1) -> str:
+    return user
+
+
+@debuggable(log_args=True)
+@ray.remote
+class Vault:
+    def put(self, record: dict[str, str]) -> int:
+        return len(record)
+
+
 @pytest.mark.usefixtures("ray_session")
 class TestSchema:
     """call.start and call.end carry the documented fields, with the right types."""
@@ -140,6 +153,20 @@ class TestSchema:
         session = raytrace_kit.open_session()
         children = session.children(parent["call_id"])
         assert sorted(c.function.rsplit(".", 1)[-1] for c in children) == ["child", "keep"]
+
+    def test_log_args_shows_arguments_with_secrets_redacted(self) -> None:
+        """Opt-in argument capture: short reprs, secret-looking keys redacted, no self."""
+        assert ray.get(login.remote("ann", password="hunter2-secret", retries=3)) == "ann"
+        vault = Vault.remote()
+        assert ray.get(vault.put.remote({"name": "db", "token": "tok-123456"})) == 2
+        (start,) = events_of(login, "call.start")
+        assert start["args"] == ["'ann'"]
+        assert start["kwargs"] == {"password": "<redacted>", "retries": "3"}
+        put = next(e for e in events_of(Vault, "call.start") if e["function"].endswith("put"))
+        assert put["args"] == ["{'name': 'db', 'token': <redacted>}"]
+        text = b"".join(p.read_bytes() for p in raytrace_kit.log_dir().glob("events-*"))
+        assert b"hunter2-secret" not in text
+        assert b"tok-123456" not in text
 
     def test_ray_id_fields_use_ray_logging_names(self) -> None:
         """The Ray id fields are named as ray.LoggingConfig(encoding="JSON") names them."""

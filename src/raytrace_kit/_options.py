@@ -48,6 +48,9 @@ class DebugOptions:
 
     Attributes:
         log: Emit ``call.start`` / ``call.end`` events for every execution.
+        log_args: Also write a short ``repr`` of each argument on ``call.start`` (capped;
+            values of secret-looking keys redacted). Off by default: arguments are the
+            user's data, and may hold secrets the redaction cannot recognise.
         local: ``True`` always runs the calls in this process (local mode), ``False``
             never does, ``None`` (the default) follows :func:`raytrace_kit.local_mode`.
         post_mortem: Open a post-mortem debugger at the failing frame when a call raises:
@@ -68,6 +71,7 @@ class DebugOptions:
     """
 
     log: bool = True
+    log_args: bool = False
     local: bool | None = None
     post_mortem: bool = False
     check: CheckMode = "first"
@@ -168,6 +172,7 @@ class KitOptions(TypedDict, total=False):
 # One entry per option: the accepted types and how to describe them in an error.
 _OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "log": ((bool,), "a bool"),
+    "log_args": ((bool,), "a bool"),
     "local": ((bool, type(None)), "True, False or None"),
     "post_mortem": ((bool,), "a bool"),
     "check": ((str,), "one of 'first', 'always', 'on_error', 'off'"),

@@ -158,3 +158,32 @@ def test_now_matches_isoformat() -> None:
     assert parsed.tzinfo == timezone.utc
     assert abs((datetime.now(timezone.utc) - parsed).total_seconds()) < 5
     assert len(text) == len("2026-01-01T00:00:00.000000+00:00")
+
+
+class TestArguments:
+    """log_args=True: a short repr of each argument, secrets redacted, never failing."""
+
+    def test_reprs_and_redaction(self) -> None:
+        """Secret-looking keywords and dict keys are redacted; other values shown."""
+        tail = schema.args_members(
+            (42, {"user": "ann", "api_key": "sk-live-123", "nested": {"password": "p"}}),
+            {"token": "t-999", "limit": 5},
+        )
+        fields = json.loads("{" + tail[1:] + "}")
+        assert fields["args"][0] == "42"
+        assert "'user': 'ann'" in fields["args"][1]
+        assert "sk-live-123" not in tail and "t-999" not in tail and "'p'" not in tail
+        assert fields["args"][1].count(schema.REDACTED) == 2
+        assert fields["kwargs"] == {"token": schema.REDACTED, "limit": "5"}
+
+    def test_long_and_broken_values(self) -> None:
+        """A long repr is cut to the cap; a repr that raises is named by its type."""
+
+        class Broken:
+            def __repr__(self) -> str:
+                raise RuntimeError("no")
+
+        fields = json.loads("{" + schema.args_members(("x" * 5000, Broken()), {})[1:] + "}")
+        assert len(fields["args"][0]) <= schema.ARG_CHARS
+        assert "more>" in fields["args"][0]
+        assert fields["args"][1] == "<Broken whose __repr__ raised RuntimeError>"

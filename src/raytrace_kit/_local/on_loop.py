@@ -65,7 +65,15 @@ async def execute_async_call(
     """Run one call of an async actor on its loop: awaited if a coroutine, else called."""
     outcome = Outcome()
     mode.OVERRIDE.set(config)  # this task's own context
-    boundary = Boundary(spec, owner, mode="local", actor_id=actor_id, attempt=attempt, cpu=False)
+    boundary = Boundary(
+        spec,
+        owner,
+        mode="local",
+        actor_id=actor_id,
+        attempt=attempt,
+        cpu=False,
+        arguments=(args, kwargs),
+    )
     try:
         with boundary:
             tracker = boundary.tracker

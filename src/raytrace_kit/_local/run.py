@@ -121,7 +121,9 @@ def execute_call(
     outcome = Outcome()
     token = mode.OVERRIDE.set(config)  # calls made from inside run locally too
     try:
-        boundary = Boundary(spec, owner, mode="local", actor_id=actor_id, attempt=attempt)
+        boundary = Boundary(
+            spec, owner, mode="local", actor_id=actor_id, attempt=attempt, arguments=(args, kwargs)
+        )
         with boundary:
             tracker = boundary.tracker
             if tracker is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import traceback
 from collections.abc import Mapping
@@ -44,11 +45,13 @@ __all__ = [
     "FIRST_KEYS",
     "SCHEMA",
     "TRACEBACK_CHARS",
+    "args_members",
     "call_line",
     "call_members",
     "end_members",
     "event_line",
     "failure_record",
+    "is_secret_key",
     "members",
     "memory_members",
     "now",
@@ -153,6 +156,59 @@ def call_members(
 
 def _number(value: int | None) -> str:
     return "null" if value is None else str(value)
+
+
+ARG_CHARS = 200  # each argument's repr, at most (log_args=True); documented in docs/events.md
+ARGS_CHARS = 2000  # all of a call's arguments together, at most
+REDACTED = "<redacted>"
+_SECRET = re.compile(
+    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|auth|credential|private[_-]?key|"
+    r"access[_-]?key|session[_-]?key|cookie|signature",
+    re.IGNORECASE,
+)
+
+
+def is_secret_key(key: object) -> bool:
+    """Whether a keyword or dict key looks like it names a secret (its value is redacted)."""
+    return isinstance(key, str) and _SECRET.search(key) is not None
+
+
+def _short_repr(value: object, depth: int = 0) -> str:
+    """``repr(value)``, capped, with the values of secret-looking dict keys redacted."""
+    if isinstance(value, dict) and depth < 2:
+        parts = []
+        for key, item in list(value.items())[:20]:
+            shown = REDACTED if is_secret_key(key) else _short_repr(item, depth + 1)
+            parts.append(f"{_short_repr(key, depth + 1)}: {shown}")
+        more = ", ..." if len(value) > 20 else ""
+        text = "{" + ", ".join(parts) + more + "}"
+    else:
+        try:
+            text = repr(value)
+        except Exception as exc:
+            text = f"<{type(value).__name__} whose __repr__ raised {type(exc).__name__}>"
+    if len(text) > ARG_CHARS:
+        text = f"{text[: ARG_CHARS - 24]}... <{len(text) - ARG_CHARS + 24} more>"
+    return text
+
+
+def args_members(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    """``call.start``'s ``args``/``kwargs`` members (``log_args=True``), with a comma first.
+
+    Never raises: an argument whose ``repr`` raises is named by its type.
+    """
+    try:
+        shown_args = [_short_repr(value) for value in args]
+        shown_kwargs = {
+            key: REDACTED if is_secret_key(key) else _short_repr(value)
+            for key, value in kwargs.items()
+        }
+        text = members({"args": shown_args, "kwargs": shown_kwargs})
+        if len(text) > ARGS_CHARS:
+            text = members({"args": [f"<{len(args)} arguments: too long to show>"], "kwargs": {}})
+    except Exception as exc:
+        return "," + members({"args": [f"<not shown: {type(exc).__name__}>"], "kwargs": {}})
+    return "," + text
 
 
 def memory_members() -> str:

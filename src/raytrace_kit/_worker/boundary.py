@@ -33,6 +33,7 @@ def _begin(  # noqa: PLR0917 -- private, called from one place
     actor_id: str | None,
     attempt: int,
     parent: str | None,
+    arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
 ) -> ActiveCall | None:
     try:
         if parent is None and mode == "local":  # submitted synchronously from its parent
@@ -48,7 +49,10 @@ def _begin(  # noqa: PLR0917 -- private, called from one place
         )
         if spec.options.log:
             call.capture()
-            writer.emit_call("call.start", "info", call, schema.memory_members())
+            tail = schema.memory_members()
+            if arguments is not None:  # log_args=True: the user asked for them
+                tail += schema.args_members(*arguments)
+            writer.emit_call("call.start", "info", call, tail)
     except Exception as exc:
         writer.report_failure("begin-call", "cannot instrument the call", exc)
         return None
@@ -80,6 +84,7 @@ class Boundary:
 
     __slots__ = (
         "actor_id",
+        "arguments",
         "attempt",
         "call",
         "cpu_started",
@@ -104,8 +109,12 @@ class Boundary:
         attempt: int = 0,
         cpu: bool = True,
         parent: str | None = None,
+        arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
     ) -> None:
         self.parent = parent
+        self.arguments = arguments if spec.options.log_args else None
+        if self.arguments is not None and owner is not None and self.arguments[0]:
+            self.arguments = (self.arguments[0][1:], self.arguments[1])  # not the instance
         self.spec = spec
         self.owner = owner
         self.mode = mode
@@ -122,7 +131,7 @@ class Boundary:
     def _begin(self) -> Any:
         spec = self.spec
         self.call = call = _begin(
-            spec, self.owner, self.mode, self.actor_id, self.attempt, self.parent
+            spec, self.owner, self.mode, self.actor_id, self.attempt, self.parent, self.arguments
         )
         self.token = CURRENT_CALL.set(call)
         self.profile = None
@@ -191,7 +200,14 @@ def run(
     ``mode`` is ``ray`` in a Ray worker (ids come from Ray) or ``local`` in local mode
     (no Ray task; ``actor_id`` is the local actor's id, if any).
     """
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, parent=parent)
+    boundary = Boundary(
+        spec,
+        owner,
+        mode=mode,
+        actor_id=actor_id,
+        parent=parent,
+        arguments=(args, kwargs),
+    )
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
@@ -224,7 +240,15 @@ def run_generator(
     parent: str | None = None,
 ) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False, parent=parent)
+    boundary = Boundary(
+        spec,
+        owner,
+        mode=mode,
+        actor_id=actor_id,
+        cpu=False,
+        parent=parent,
+        arguments=(args, kwargs),
+    )
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
@@ -252,7 +276,15 @@ async def run_async(
     parent: str | None = None,
 ) -> _T:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False, parent=parent)
+    boundary = Boundary(
+        spec,
+        owner,
+        mode=mode,
+        actor_id=actor_id,
+        cpu=False,
+        parent=parent,
+        arguments=(args, kwargs),
+    )
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:
@@ -283,7 +315,15 @@ async def run_async_generator(
     parent: str | None = None,
 ) -> AsyncIterator[Any]:
     """Run an async generator function as one call."""
-    boundary = Boundary(spec, owner, mode=mode, actor_id=actor_id, cpu=False, parent=parent)
+    boundary = Boundary(
+        spec,
+        owner,
+        mode=mode,
+        actor_id=actor_id,
+        cpu=False,
+        parent=parent,
+        arguments=(args, kwargs),
+    )
     with boundary:
         tracker = boundary.tracker
         if tracker is not None:

@@ -55,7 +55,7 @@ def _accepting_parent(wrapper: _F, original: Callable[..., Any], *, method: bool
     """
     if method:
         with contextlib.suppress(AttributeError):
-            del wrapper.__wrapped__
+            del wrapper.__wrapped__  # type: ignore[attr-defined]
     try:
         signature = inspect.signature(original)
     except (TypeError, ValueError):
