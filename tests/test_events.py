@@ -156,7 +156,8 @@ class TestSchema:
 
     def test_log_args_shows_arguments_with_secrets_redacted(self) -> None:
         """Opt-in argument capture: short reprs, secret-looking keys redacted, no self."""
-        assert ray.get(login.remote("ann", password="hunter2-secret", retries=3)) == "ann"
+        secret = "hunter2-secret"  # a test value, not a credential
+        assert ray.get(login.remote("ann", password=secret, retries=3)) == "ann"
         vault = Vault.remote()
         assert ray.get(vault.put.remote({"name": "db", "token": "tok-123456"})) == 2
         (start,) = events_of(login, "call.start")

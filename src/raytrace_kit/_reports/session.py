@@ -112,10 +112,14 @@ def _file_calls(file: Path, made: list[Call]) -> None:
     end, start = _END, _START
     append = made.append
     for raw in data.splitlines():
-        at = raw.find(b'"event":"call.', 30, 120)  # after the timestamp and the level
-        if at < 0:
-            continue
-        kind = raw[at + 14]
+        at = raw.find(b'"event":"call.', 30, 120)  # the kit's compact lines: fixed place
+        if at >= 0:
+            kind = raw[at + 14]
+        else:  # written by another JSON writer ("key": "value"), or not a call event
+            at = raw.find(b'"event": "call.')
+            if at < 0:
+                continue
+            kind = raw[at + 15]
         try:
             if kind == 115:  # "s": call.start
                 begun = start(raw)
