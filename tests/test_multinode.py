@@ -168,6 +168,13 @@ def test_collect_every_node_then_read_anywhere(
     record = json.loads((again / "collect.json").read_text())["nodes"]
     copied = {r["node_id"]: r["bytes_copied"] for r in record.values()}
     assert copied[node_ids[2]] == 0  # an idle node: nothing changed, nothing copied
+    assert len(raytrace_kit.open_session(again).calls(function="where")) == len(calls)
+
+    # Into the head node's own directory, twice: earlier copies are not copied again.
+    inside = raytrace_kit.log_dir() / "collected-here"
+    for _ in range(2):
+        raytrace_kit.collect(inside)
+    assert not list(inside.glob("node-*/collected-here"))
 
 
 def test_node_pinning(three_nodes: Cluster) -> None:

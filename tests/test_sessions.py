@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,52 @@ class TestSources:
             "call.start",
             "call.end",
         ]
+
+
+def _line(event: str, call_id: str, second: int, **fields: object) -> str:
+    return json.dumps(
+        {"timestamp": f"2026-01-01T00:00:0{second}.000000+00:00", "level": "info",
+         "event": event, "call_id": call_id, "function": "m.f", **fields},
+        separators=(",", ":"),
+    ) + "\n"  # fmt: skip
+
+
+class TestJoins:
+    def test_a_call_that_spans_a_rotation_joins(self, tmp_path: Path) -> None:
+        """Its start in the rotated file, its end in the current one: one call, not two."""
+        (tmp_path / "events-ab-7.1.jsonl").write_text(_line("call.start", "c1", 0))
+        (tmp_path / "events-ab-7.jsonl").write_text(
+            _line("call.end", "c1", 1, status="ok", duration_s=1.0)
+        )
+        calls = open_session(tmp_path).calls()
+        assert [(c.call_id, c.status, c.started[:19]) for c in calls] == [
+            ("c1", "ok", "2026-01-01T00:00:00")
+        ]
+
+    def test_the_same_files_twice_give_each_call_once(self, tmp_path: Path) -> None:
+        """A folder copied twice (collected twice, by hand) does not double the calls."""
+        lines = _line("call.start", "c1", 0) + _line("call.end", "c1", 1, status="ok")
+        for copy in ("a", "b"):
+            (tmp_path / copy).mkdir()
+            (tmp_path / copy / "events-ab-7.jsonl").write_text(lines)
+        assert [c.call_id for c in open_session(tmp_path).calls()] == ["c1"]
+
+    def test_user_events_named_call_something_are_not_calls(self, tmp_path: Path) -> None:
+        """get_logger().info("call.stats") inside a call is an event, not a start or end."""
+        (tmp_path / "events-ab-7.jsonl").write_text(
+            _line("call.start", "c1", 0)
+            + _line("call.stats", "c1", 1)
+            + _line("call.extra", "c1", 2)
+            + _line("call.end", "c1", 3, status="ok")
+        )
+        (call,) = open_session(tmp_path).calls()
+        assert (call.status, call.started[:19]) == ("ok", "2026-01-01T00:00:00")
+
+    def test_time_filters_take_z_and_datetimes(self, tmp_path: Path) -> None:
+        (tmp_path / "events-ab-7.jsonl").write_text(
+            _line("call.start", "c1", 0) + _line("call.end", "c1", 2, status="ok")
+        )
+        session = open_session(tmp_path)
+        since = datetime(2026, 1, 1, 0, 0, 1, tzinfo=timezone.utc)
+        assert [e["event"] for e in session.events(since=since)] == ["call.end"]
+        assert [e["event"] for e in session.events(until="2026-01-01T00:00:01Z")] == ["call.start"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timezone
 from typing import Any
@@ -186,5 +187,60 @@ class TestArguments:
 
         fields = json.loads("{" + schema.args_members(("x" * 5000, Broken()), {})[1:] + "}")
         assert len(fields["args"][0]) <= schema.ARG_CHARS
-        assert "more>" in fields["args"][0]
+        assert "..." in fields["args"][0]
         assert fields["args"][1] == "<Broken whose __repr__ raised RuntimeError>"
+
+
+class TestRedaction:
+    """What log_args redacts: secret-looking names, at any depth it shows, and URL passwords."""
+
+    def test_names(self) -> None:
+        for secret in ("password", "db_pwd", "apiKey", "API_KEY", "jwt", "key", b"password"):
+            assert schema.is_secret_key(secret), secret
+        for plain in ("author", "passenger", "bypass", "monkey", "user", 3):
+            assert not schema.is_secret_key(plain), plain
+
+    def test_positional_nested_dataclass_and_urls(self) -> None:
+        @dataclasses.dataclass
+        class Config:
+            user: str
+            password: str
+
+        tail = schema.args_members(
+            ("s3cr3t-by-position", [{"token": "t0k"}], Config("ann", "pw-value"),
+             "postgres://ann:hunter2@db:5432/x"),
+            {},
+            names=("password", "rows", "config", "target"),
+        )  # fmt: skip
+        fields = json.loads("{" + tail[1:] + "}")
+        for secret in ("s3cr3t-by-position", "t0k", "pw-value", "hunter2"):
+            assert secret not in tail, secret
+        assert fields["args"][0] == schema.REDACTED
+        assert fields["args"][2] == "Config(user='ann', password=<redacted>)"
+        assert fields["args"][3] == "'postgres://ann:<redacted>@db:5432/x'"
+
+    def test_bounded_work_on_huge_values(self) -> None:
+        """A huge list is not rendered whole (reprlib's limits), and is cut to the cap."""
+        tail = schema.args_members((list(range(2_000_000)),), {})
+        assert len(json.loads("{" + tail[1:] + "}")["args"][0]) <= schema.ARG_CHARS
+
+
+def test_clean_text_drops_kit_frames_and_colours() -> None:
+    """A child's traceback text (Ray's, coloured) loses the kit's frames, keeps the user's."""
+    kit = schema._KIT_DIR
+    text = (
+        "\x1b[36mray::child()\x1b[39m (pid=1, ip=1.2.3.4)\n"
+        f'  File "{kit}/_worker/instrument.py", line 42, in task\n'
+        "    return run(spec, fn, args, kwargs, parent=parent)\n"
+        "           ^^^^^^^^^^\n"
+        '  File "/app/job.py", line 7, in child\n'
+        "    raise KeyError(x)\n"
+        "KeyError: 1\n"
+    )
+    cleaned = schema.clean_text(text)
+    assert cleaned == (
+        "ray::child() (pid=1, ip=1.2.3.4)\n"
+        '  File "/app/job.py", line 7, in child\n'
+        "    raise KeyError(x)\n"
+        "KeyError: 1\n"
+    )

@@ -36,12 +36,18 @@ _CHUNK = 8 * 1024 * 1024  # bytes per streamed piece: bounded memory on both sid
 _RECORD = "collect.json"
 
 
-def _list_files(profiles: bool) -> dict[str, Any]:
-    """On the node: its raytrace_kit directory and the files in it (path, size, inode)."""
+def _list_files(profiles: bool, exclude: str) -> dict[str, Any]:
+    """On the node: its raytrace_kit directory and the files in it (path, size, inode).
+
+    ``exclude`` is the destination: collecting into the directory itself must not copy
+    earlier copies again.
+    """
     root = paths.log_dir()
     files = []
     for path in sorted(root.rglob("*")):
         if not path.is_file() or (not profiles and path.parent.name == "profiles"):
+            continue
+        if str(path).startswith(exclude + os.sep) or path.name == _RECORD:
             continue
         try:
             info = path.stat()
@@ -98,16 +104,30 @@ def _plan(
     return wanted, record
 
 
-def _collect_node(
-    node: dict[str, Any], dest: Path, profiles: bool, known: dict[str, Any]
-) -> dict[str, Any]:
+def _list_node(node: dict[str, Any], profiles: bool, dest: Path) -> dict[str, Any]:
+    """Phase 1 on one node: what its directory holds (or why it could not be read)."""
     node_id = node["NodeID"]
     strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
-    lister, reader = _remotes()
+    lister, _ = _remotes()
+    try:
+        listing = ray.get(
+            lister.options(scheduling_strategy=strategy).remote(profiles, str(dest.resolve()))
+        )
+    except Exception as exc:  # a node that dies or fails is reported, not raised
+        return {"node": node, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    return {"node": node, "listing": listing}
+
+
+def _copy_node(listed: dict[str, Any], dest: Path, known: dict[str, Any]) -> dict[str, Any]:
+    """Phase 2 on one node: fetch what changed in its directory."""
+    node = listed["node"]
+    node_id = node["NodeID"]
+    listing = listed["listing"]
+    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    _, reader = _remotes()
     local = dest / f"node-{node_id[:12]}"
     started = time.monotonic()
     try:
-        listing = ray.get(lister.options(scheduling_strategy=strategy).remote(profiles))
         wanted, record = _plan(listing, local, known.get("files", {}))
         copied = 0
         if wanted:
@@ -126,6 +146,7 @@ def _collect_node(
             "node_id": node_id,
             "status": "failed",
             "error": f"{type(exc).__name__}: {exc}"[:500],
+            "files": known.get("files", {}),
         }
     return {
         "node_id": node_id,
@@ -138,6 +159,24 @@ def _collect_node(
     }
 
 
+def _same_directory(listed: list[dict[str, Any]]) -> dict[str, str]:
+    """Nodes that read a directory another node reported first: node id -> that node.
+
+    Nodes of one machine share the session's directory: it is copied once.
+    """
+    owner: dict[tuple[Any, str], str] = {}
+    shared: dict[str, str] = {}
+    for item in listed:
+        if "listing" not in item:
+            continue
+        node = item["node"]
+        key = (node.get("NodeManagerAddress"), item["listing"]["root"])
+        first = owner.setdefault(key, node["NodeID"])
+        if first != node["NodeID"]:
+            shared[node["NodeID"]] = first
+    return shared
+
+
 def collect(dest: str | os.PathLike[str] | None = None, *, profiles: bool = True) -> Path:
     """Copy the raytrace_kit files of every alive node of the connected cluster here.
 
@@ -146,8 +185,9 @@ def collect(dest: str | os.PathLike[str] | None = None, *, profiles: bool = True
     :func:`raytrace_kit.open_session`.
 
     Args:
-        dest: Where to put the files (one ``node-<id>`` folder per node). Default: a
-            ``collected`` folder in the driver's Ray session directory.
+        dest: Where to put the files (one ``node-<id>`` folder per node directory; nodes of
+            one machine that share it are copied once). Default: a ``collected`` folder in
+            the driver's Ray session directory.
         profiles: Also copy profile captures (they can be large; they are streamed).
 
     Raises:
@@ -164,7 +204,7 @@ def collect(dest: str | os.PathLike[str] | None = None, *, profiles: bool = True
             "with open_session(path)."
         )
         raise UsageError(msg)
-    target = Path(dest) if dest is not None else paths.log_dir().parent.parent / "collected"
+    target = Path(dest) if dest is not None else paths.session_dir() / "collected"
     target.mkdir(parents=True, exist_ok=True)
     record_path = target / _RECORD
     try:
@@ -174,19 +214,36 @@ def collect(dest: str | os.PathLike[str] | None = None, *, profiles: bool = True
     nodes = ray.nodes()
     alive = [node for node in nodes if node.get("Alive")]
     results: dict[str, Any] = {
-        node["NodeID"]: {"node_id": node["NodeID"], "status": "dead"}
+        node["NodeID"]: {
+            "node_id": node["NodeID"],
+            "status": "dead",
+            "files": previous.get(node["NodeID"], {}).get("files", {}),
+        }
         for node in nodes
         if not node.get("Alive")
     }
     with ThreadPoolExecutor(max_workers=max(1, len(alive))) as pool:
-        done = pool.map(
-            lambda node: _collect_node(node, target, profiles, previous.get(node["NodeID"], {})),
-            alive,
-        )
-        for result in done:
+        listed = list(pool.map(lambda node: _list_node(node, profiles, target), alive))
+        shared = _same_directory(listed)
+        for item in listed:
+            node_id = item["node"]["NodeID"]
+            if "error" in item:
+                results[node_id] = {"node_id": node_id, "status": "failed", "error": item["error"]}
+            elif node_id in shared:
+                results[node_id] = {
+                    "node_id": node_id,
+                    "status": "same directory as",
+                    "node": shared[node_id],
+                }
+        copies = [
+            item for item in listed if "listing" in item and item["node"]["NodeID"] not in shared
+        ]
+        for result in pool.map(
+            lambda item: _copy_node(item, target, previous.get(item["node"]["NodeID"], {})), copies
+        ):
             results[result["node_id"]] = result
     record_path.write_text(json.dumps({"nodes": results}, indent=1))
-    missing = [r for r in results.values() if r["status"] != "collected"]
+    missing = [r for r in results.values() if r["status"] in {"dead", "failed"}]
     if missing:
         names = ", ".join(f"{r['node_id'][:12]} ({r['status']})" for r in missing)
         writer.warn(

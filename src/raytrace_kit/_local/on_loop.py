@@ -72,7 +72,7 @@ async def execute_async_call(
         actor_id=actor_id,
         attempt=attempt,
         cpu=False,
-        arguments=(args, kwargs),
+        arguments=(args, kwargs, fn),
     )
     try:
         with boundary:

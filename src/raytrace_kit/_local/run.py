@@ -122,7 +122,12 @@ def execute_call(
     token = mode.OVERRIDE.set(config)  # calls made from inside run locally too
     try:
         boundary = Boundary(
-            spec, owner, mode="local", actor_id=actor_id, attempt=attempt, arguments=(args, kwargs)
+            spec,
+            owner,
+            mode="local",
+            actor_id=actor_id,
+            attempt=attempt,
+            arguments=(args, kwargs, fn),
         )
         with boundary:
             tracker = boundary.tracker

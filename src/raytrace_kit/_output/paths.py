@@ -22,6 +22,7 @@ __all__ = [
     "log_dir",
     "profiles_dir",
     "sanitize",
+    "session_dir",
 ]
 
 ENV_LOG_DIR = "RAYTRACE_LOG_DIR"
@@ -62,6 +63,17 @@ def log_dir() -> Path:
     with contextlib.suppress(OSError):  # reported by the writer, which owns the warning
         path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def session_dir() -> Path:
+    """The current Ray session's directory (``<temp dir>/<session name>``), else log_dir().
+
+    Unlike :func:`log_dir`, ``RAYTRACE_LOG_DIR`` does not move it.
+    """
+    if ray.is_initialized():
+        ctx = ray.get_runtime_context()
+        return Path(ctx.get_temp_dir(), ctx.get_session_name())
+    return log_dir()
 
 
 def _fallback_dir() -> Path:

@@ -41,13 +41,18 @@ from raytrace_kit import _process
 if TYPE_CHECKING:
     from raytrace_kit._process import ProcessIdentity
 
+from raytrace_kit._output.redact import ARG_CHARS, REDACTED, args_members, is_secret_key
+
 __all__ = [
+    "ARG_CHARS",
     "FIRST_KEYS",
+    "REDACTED",
     "SCHEMA",
     "TRACEBACK_CHARS",
     "args_members",
     "call_line",
     "call_members",
+    "clean_text",
     "end_members",
     "event_line",
     "failure_record",
@@ -158,59 +163,6 @@ def _number(value: int | None) -> str:
     return "null" if value is None else str(value)
 
 
-ARG_CHARS = 200  # each argument's repr, at most (log_args=True); documented in docs/events.md
-ARGS_CHARS = 2000  # all of a call's arguments together, at most
-REDACTED = "<redacted>"
-_SECRET = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|auth|credential|private[_-]?key|"
-    r"access[_-]?key|session[_-]?key|cookie|signature",
-    re.IGNORECASE,
-)
-
-
-def is_secret_key(key: object) -> bool:
-    """Whether a keyword or dict key looks like it names a secret (its value is redacted)."""
-    return isinstance(key, str) and _SECRET.search(key) is not None
-
-
-def _short_repr(value: object, depth: int = 0) -> str:
-    """``repr(value)``, capped, with the values of secret-looking dict keys redacted."""
-    if isinstance(value, dict) and depth < 2:
-        parts = []
-        for key, item in list(value.items())[:20]:
-            shown = REDACTED if is_secret_key(key) else _short_repr(item, depth + 1)
-            parts.append(f"{_short_repr(key, depth + 1)}: {shown}")
-        more = ", ..." if len(value) > 20 else ""
-        text = "{" + ", ".join(parts) + more + "}"
-    else:
-        try:
-            text = repr(value)
-        except Exception as exc:
-            text = f"<{type(value).__name__} whose __repr__ raised {type(exc).__name__}>"
-    if len(text) > ARG_CHARS:
-        text = f"{text[: ARG_CHARS - 24]}... <{len(text) - ARG_CHARS + 24} more>"
-    return text
-
-
-def args_members(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-    """``call.start``'s ``args``/``kwargs`` members (``log_args=True``), with a comma first.
-
-    Never raises: an argument whose ``repr`` raises is named by its type.
-    """
-    try:
-        shown_args = [_short_repr(value) for value in args]
-        shown_kwargs = {
-            key: REDACTED if is_secret_key(key) else _short_repr(value)
-            for key, value in kwargs.items()
-        }
-        text = members({"args": shown_args, "kwargs": shown_kwargs})
-        if len(text) > ARGS_CHARS:
-            text = members({"args": [f"<{len(args)} arguments: too long to show>"], "kwargs": {}})
-    except Exception as exc:
-        return "," + members({"args": [f"<not shown: {type(exc).__name__}>"], "kwargs": {}})
-    return "," + text
-
-
 def memory_members() -> str:
     """The process's memory figures as members, starting with a comma (both call events)."""
     rss, private, max_rss = _process.memory_figures()
@@ -229,7 +181,7 @@ def end_members(duration_s: float, error: BaseException | None, cpu_s: float | N
             {
                 "status": "error",
                 "error_type": type(error).__name__,
-                "error": safe_str(error)[:ERROR_CHARS],
+                "error": clean_text(safe_str(error))[:ERROR_CHARS],
                 "traceback": user_traceback(error),
             }
         )
@@ -251,13 +203,38 @@ def user_traceback(error: BaseException) -> str:
             part.stack = traceback.StackSummary.from_list(
                 [frame for frame in part.stack if not frame.filename.startswith(_KIT_DIR)]
             )
-        text = "".join(formatted.format())
+        text = clean_text("".join(formatted.format()))
     except Exception as exc:
         return f"<traceback unavailable: {type(exc).__name__}>"
     if len(text) <= TRACEBACK_CHARS:
         return text
     head, tail = TRACEBACK_CHARS // 8, TRACEBACK_CHARS - TRACEBACK_CHARS // 8 - 64
     return f"{text[:head]}... <cut: {len(text) - head - tail} characters> ...{text[-tail:]}"
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def clean_text(text: str) -> str:
+    """A message or traceback without terminal colours and without the kit's own frames.
+
+    A failed child's ``RayTaskError`` carries the child worker's traceback as text (Ray's
+    own formatting, coloured): its ``File ".../raytrace_kit/..."`` entries, with the code
+    lines under them, are taken out as the frames of this process are.
+    """
+    text = _ANSI.sub("", text)
+    if _KIT_DIR not in text:
+        return text
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith('  File "'):
+            skipping = line.startswith(f'  File "{_KIT_DIR}')
+        elif not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
 
 
 def _chain(formatted: traceback.TracebackException) -> list[traceback.TracebackException]:

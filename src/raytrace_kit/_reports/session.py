@@ -12,7 +12,7 @@ seconds in well under a gigabyte (``benchmarks/sessions.py``).
 
 from __future__ import annotations
 
-import operator
+import datetime
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,121 +21,12 @@ from typing import Any
 import msgspec
 
 from raytrace_kit._output import paths
+from raytrace_kit._reports.calls import STARTED, Call, process_calls, processes, unique
 from raytrace_kit.exceptions import EventsNotFoundError
 
 __all__ = ["Call", "Session", "open_session", "ray_temp_root"]
 
 _EVENT_GLOB = "events-*.jsonl"
-
-
-class Call(msgspec.Struct, gc=False):
-    """One execution of an instrumented function or method: its start and end, joined.
-
-    ``status`` is ``"ok"``, ``"error"``, or ``"interrupted"`` (a ``call.start`` with no
-    ``call.end``: the process died during the call). ``started``/``ended`` are ISO 8601
-    timestamps. Memory figures are the process's at the start and at the end (``None``
-    where unknown, and at the start for events of schema 1, which had none);
-    :attr:`rss_growth_bytes` is what the process grew by during the call.
-    """
-
-    call_id: str = ""
-    function: str = ""
-    kind: str | None = None
-    mode: str | None = None
-    status: str = "interrupted"
-    started: str = ""
-    ended: str | None = msgspec.field(default=None, name="timestamp")
-    duration_s: float | None = None
-    cpu_s: float | None = None
-    error_type: str | None = None
-    error: str | None = None
-    traceback: str | None = None
-    task_id: str | None = None
-    task_name: str | None = None
-    actor_id: str | None = None
-    job_id: str | None = None
-    node_id: str | None = None
-    worker_id: str | None = None
-    pid: int | None = None
-    attempt: int | None = None
-    parent_call_id: str | None = None
-    parent_task_id: str | None = None
-    rss_start_bytes: int | None = None
-    rss_end_bytes: int | None = msgspec.field(default=None, name="rss_bytes")
-    rss_minus_shr_end_bytes: int | None = msgspec.field(default=None, name="rss_minus_shr_bytes")
-    max_rss_bytes: int | None = None
-    profile_path: str | None = None
-
-    @property
-    def rss_growth_bytes(self) -> int | None:
-        """RSS at the end minus RSS at the start (``None`` if either is unknown)."""
-        if self.rss_start_bytes is None or self.rss_end_bytes is None:
-            return None
-        return self.rss_end_bytes - self.rss_start_bytes
-
-
-_END = msgspec.json.Decoder(Call).decode
-_STARTED = operator.attrgetter("started")
-
-
-def _interrupted(raw: bytes) -> Call | None:
-    """The call of a ``call.start`` that has no ``call.end``."""
-    try:
-        call = _END(raw)
-    except msgspec.DecodeError:
-        return None
-    call.started, call.ended = call.ended or "", None
-    call.rss_start_bytes, call.rss_end_bytes = call.rss_end_bytes, None
-    call.rss_minus_shr_end_bytes = call.max_rss_bytes = None
-    call.status = "interrupted"
-    return call
-
-
-class _Start(msgspec.Struct, gc=False):
-    """What a call's ``call.end`` needs of its ``call.start``."""
-
-    call_id: str = ""
-    timestamp: str = ""
-    rss_bytes: int | None = None
-
-
-_START = msgspec.json.Decoder(_Start).decode
-
-
-def _file_calls(file: Path, made: list[Call]) -> None:
-    """Append the calls of one process's event file (a call's two events are both in it)."""
-    try:
-        data = file.read_bytes()
-    except OSError:
-        return  # removed while we listed: nothing to report
-    starts: dict[str, tuple[_Start, bytes]] = {}
-    end, start = _END, _START
-    append = made.append
-    for raw in data.splitlines():
-        at = raw.find(b'"event":"call.', 30, 120)  # the kit's compact lines: fixed place
-        if at >= 0:
-            kind = raw[at + 14]
-        else:  # written by another JSON writer ("key": "value"), or not a call event
-            at = raw.find(b'"event": "call.')
-            if at < 0:
-                continue
-            kind = raw[at + 15]
-        try:
-            if kind == 115:  # "s": call.start
-                begun = start(raw)
-                starts[begun.call_id] = (begun, raw)
-            elif kind == 101:  # "e": call.end
-                call = end(raw)
-                pair = starts.pop(call.call_id, None)
-                if pair is not None:
-                    call.started, call.rss_start_bytes = pair[0].timestamp, pair[0].rss_bytes
-                append(call)
-        except msgspec.DecodeError:
-            continue  # a line cut short by a killed process
-    for _, raw in starts.values():
-        interrupted = _interrupted(raw)
-        if interrupted is not None:
-            append(interrupted)
 
 
 class Session:
@@ -145,6 +36,7 @@ class Session:
         self.root = root
         self.files = files
         self._search = search if search is not None else root
+        self._children: dict[str | None, list[Call]] | None = None
 
     def __repr__(self) -> str:
         return f"Session({str(self.root)!r}, {len(self.files)} event files)"
@@ -165,8 +57,8 @@ class Session:
         function: str | None = None,
         status: str | None = None,
         node: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
+        since: str | datetime.datetime | None = None,
+        until: str | datetime.datetime | None = None,
     ) -> list[dict[str, Any]]:
         """Every event (as a dict), oldest first, optionally filtered.
 
@@ -176,13 +68,15 @@ class Session:
                 after a dot: ``"stage"`` matches ``"pipeline.stage"``).
             status: Only ``call.end`` events of this status (``"ok"``/``"error"``).
             node: Only events of nodes whose id starts with this.
-            since: Only events at or after this ISO 8601 timestamp.
-            until: Only events before this ISO 8601 timestamp.
+            since: Only events at or after this time (ISO 8601 text, ``Z`` or an offset, or
+                a ``datetime``; naive ones are UTC).
+            until: Only events before this time (as ``since``).
 
         A truncated line (a process killed while writing) and anything that is not a JSON
         object are skipped.
         """
         decode = msgspec.json.decode
+        since, until = _instant(since), _instant(until)
         found: list[dict[str, Any]] = []
         for raw in self._lines():
             try:
@@ -204,8 +98,9 @@ class Session:
             status: Only calls of this status: ``"ok"``, ``"error"`` or ``"interrupted"``.
         """
         made: list[Call] = []
-        for file in self.files:
-            _file_calls(file, made)
+        for files in processes(self.files):
+            process_calls(files, made)
+        made = unique(made)
         if function is not None or status is not None:
             made = [
                 call
@@ -213,13 +108,21 @@ class Session:
                 if (function is None or _function_matches(call.function, function))
                 and (status is None or call.status == status)
             ]
-        made.sort(key=_STARTED)
+        made.sort(key=STARTED)
         return made
 
     def children(self, call: Call | str) -> list[Call]:
-        """The calls submitted during ``call`` (by ``parent_call_id``), in order of start."""
-        call_id = call if isinstance(call, str) else call.call_id
-        return [c for c in self.calls() if c.parent_call_id == call_id]
+        """The calls submitted during ``call`` (by ``parent_call_id``), in order of start.
+
+        The files are read once per session for this (the first ``children()``); open the
+        session again to see calls written since.
+        """
+        index = self._children
+        if index is None:
+            index = self._children = {}
+            for made in self.calls():
+                index.setdefault(made.parent_call_id, []).append(made)
+        return list(index.get(call if isinstance(call, str) else call.call_id, ()))
 
     def profiles(self) -> list[Path]:
         """The profile captures (``.bin``: memray, ``.prof``: cProfile), oldest first.
@@ -299,6 +202,20 @@ def _matches(  # noqa: PLR0917 -- one test per filter, in one place
     if since is not None and stamp < since:
         return False
     return until is None or stamp < until
+
+
+def _instant(value: str | datetime.datetime | None) -> str | None:
+    """A time bound as the events write it: ISO 8601 UTC with ``+00:00``, microseconds."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    else:
+        parsed = value
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds")
 
 
 def ray_temp_root() -> Path:

@@ -9,6 +9,8 @@ through untouched. Sync, generator, async and async-generator calls each have a 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from typing import Any, TypeVar
@@ -33,7 +35,7 @@ def _begin(  # noqa: PLR0917 -- private, called from one place
     actor_id: str | None,
     attempt: int,
     parent: str | None,
-    arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
+    arguments: tuple[tuple[Any, ...], dict[str, Any], tuple[str, ...]] | None = None,
 ) -> ActiveCall | None:
     try:
         if parent is None and mode == "local":  # submitted synchronously from its parent
@@ -109,12 +111,12 @@ class Boundary:
         attempt: int = 0,
         cpu: bool = True,
         parent: str | None = None,
-        arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
+        arguments: tuple[tuple[Any, ...], dict[str, Any], Callable[..., Any]] | None = None,
     ) -> None:
         self.parent = parent
-        self.arguments = arguments if spec.options.log_args else None
-        if self.arguments is not None and owner is not None and self.arguments[0]:
-            self.arguments = (self.arguments[0][1:], self.arguments[1])  # not the instance
+        self.arguments = None
+        if arguments is not None and spec.options.log_args:
+            self.arguments = _shown(arguments, owner)
         self.spec = spec
         self.owner = owner
         self.mode = mode
@@ -206,7 +208,7 @@ def run(
         mode=mode,
         actor_id=actor_id,
         parent=parent,
-        arguments=(args, kwargs),
+        arguments=(args, kwargs, fn),
     )
     with boundary:
         tracker = boundary.tracker
@@ -247,7 +249,7 @@ def run_generator(
         actor_id=actor_id,
         cpu=False,
         parent=parent,
-        arguments=(args, kwargs),
+        arguments=(args, kwargs, fn),
     )
     with boundary:
         tracker = boundary.tracker
@@ -283,7 +285,7 @@ async def run_async(
         actor_id=actor_id,
         cpu=False,
         parent=parent,
-        arguments=(args, kwargs),
+        arguments=(args, kwargs, fn),
     )
     with boundary:
         tracker = boundary.tracker
@@ -322,7 +324,7 @@ async def run_async_generator(
         actor_id=actor_id,
         cpu=False,
         parent=parent,
-        arguments=(args, kwargs),
+        arguments=(args, kwargs, fn),
     )
     with boundary:
         tracker = boundary.tracker
@@ -338,6 +340,26 @@ async def run_async_generator(
         finally:
             if tracker is not None:
                 boundary.untrack(tracker)
+
+
+def _shown(
+    arguments: tuple[tuple[Any, ...], dict[str, Any], Callable[..., Any]], owner: int | None
+) -> tuple[tuple[Any, ...], dict[str, Any], tuple[str, ...]]:
+    """What ``log_args`` shows: the arguments, their parameter names, no ``self``/``cls``."""
+    args, kwargs, fn = arguments
+    names = _positional_names(fn)
+    skip = 1 if names and (owner is not None or names[0] in {"self", "cls"}) and args else 0
+    return args[skip:], kwargs, names[skip:]
+
+
+@functools.lru_cache(maxsize=256)
+def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        parameters = inspect.signature(inspect.unwrap(fn)).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(p.name for p in parameters if p.kind in positional)
 
 
 def check_return(spec: CallSpec, value: Any) -> None:

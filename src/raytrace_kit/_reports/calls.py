@@ -1,0 +1,163 @@
+"""Calls joined from events: each execution's ``call.start`` and ``call.end``, as a :class:`Call`.
+
+Lines are decoded with msgspec straight into typed records holding only what a call needs;
+a process's rotated files are read oldest first, so a call that spans a rotation joins.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from pathlib import Path
+
+import msgspec
+
+__all__ = ["STARTED", "Call", "process_calls", "processes", "unique"]
+
+
+class Call(msgspec.Struct, gc=False):
+    """One execution of an instrumented function or method: its start and end, joined.
+
+    ``status`` is ``"ok"``, ``"error"``, or ``"interrupted"`` (a ``call.start`` with no
+    ``call.end``: the process died during the call). ``started``/``ended`` are ISO 8601
+    timestamps. Memory figures are the process's at the start and at the end (``None``
+    where unknown, and at the start for events of schema 1, which had none);
+    :attr:`rss_growth_bytes` is what the process grew by during the call.
+    """
+
+    call_id: str = ""
+    function: str = ""
+    kind: str | None = None
+    mode: str | None = None
+    status: str = "interrupted"
+    started: str = ""
+    ended: str | None = msgspec.field(default=None, name="timestamp")
+    duration_s: float | None = None
+    cpu_s: float | None = None
+    error_type: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    task_id: str | None = None
+    task_name: str | None = None
+    actor_id: str | None = None
+    job_id: str | None = None
+    node_id: str | None = None
+    worker_id: str | None = None
+    pid: int | None = None
+    attempt: int | None = None
+    parent_call_id: str | None = None
+    parent_task_id: str | None = None
+    rss_start_bytes: int | None = None
+    rss_end_bytes: int | None = msgspec.field(default=None, name="rss_bytes")
+    rss_minus_shr_end_bytes: int | None = msgspec.field(default=None, name="rss_minus_shr_bytes")
+    max_rss_bytes: int | None = None
+    profile_path: str | None = None
+
+    @property
+    def rss_growth_bytes(self) -> int | None:
+        """RSS at the end minus RSS at the start (``None`` if either is unknown)."""
+        if self.rss_start_bytes is None or self.rss_end_bytes is None:
+            return None
+        return self.rss_end_bytes - self.rss_start_bytes
+
+
+_END = msgspec.json.Decoder(Call).decode
+STARTED = operator.attrgetter("started")
+
+
+def _interrupted(raw: bytes) -> Call | None:
+    """The call of a ``call.start`` that has no ``call.end``."""
+    try:
+        call = _END(raw)
+    except msgspec.DecodeError:
+        return None
+    call.started, call.ended = call.ended or "", None
+    call.rss_start_bytes, call.rss_end_bytes = call.rss_end_bytes, None
+    call.rss_minus_shr_end_bytes = call.max_rss_bytes = None
+    call.status = "interrupted"
+    return call
+
+
+class _Start(msgspec.Struct, gc=False):
+    """What a call's ``call.end`` needs of its ``call.start``."""
+
+    call_id: str = ""
+    timestamp: str = ""
+    rss_bytes: int | None = None
+
+
+_START = msgspec.json.Decoder(_Start).decode
+
+
+_ROTATED = re.compile(r"^(?P<stem>events-.+?)(?:\.(?P<number>\d+))?\.jsonl$")
+
+
+def processes(files: list[Path]) -> list[list[Path]]:
+    """Event files grouped by process, each group oldest first.
+
+    Rotation renames a process's file (``events-X.jsonl`` becomes ``events-X.1.jsonl``...),
+    so one call's start and end can be in two of its files: ``.2``, ``.1``, then the current.
+    """
+    groups: dict[tuple[Path, str], list[tuple[int, Path]]] = {}
+    for file in files:
+        match = _ROTATED.match(file.name)
+        stem = match["stem"] if match else file.name
+        number = int(match["number"]) if match and match["number"] else 0
+        groups.setdefault((file.parent, stem), []).append((number, file))
+    return [[f for _, f in sorted(group, key=lambda item: -item[0])] for group in groups.values()]
+
+
+def process_calls(files: list[Path], made: list[Call]) -> None:
+    """Append the calls of one process: its files, oldest first, joined start to end."""
+    starts: dict[str, tuple[_Start, bytes]] = {}
+    end, start = _END, _START
+    append = made.append
+    for file in files:
+        try:
+            data = file.read_bytes()
+        except OSError:
+            continue  # removed (rotated away) while we listed: nothing to report
+        for raw in data.splitlines():
+            at = raw.find(b'"event":"call.', 0, 120)  # the kit's compact lines: near the start
+            if at >= 0:
+                at += 14
+            else:  # written by another JSON writer ("key": "value"), or not a call event
+                at = raw.find(b'"event": "call.')
+                if at < 0:
+                    continue
+                at += 15
+            try:
+                if raw.startswith(b'end"', at):
+                    call = end(raw)
+                    pair = starts.pop(call.call_id, None)
+                    if pair is not None:
+                        call.started, call.rss_start_bytes = pair[0].timestamp, pair[0].rss_bytes
+                    append(call)
+                elif raw.startswith(b'start"', at):  # not a user's own "call.something"
+                    begun = start(raw)
+                    starts[begun.call_id] = (begun, raw)
+            except msgspec.DecodeError:
+                continue  # a line cut short by a killed process
+    for _, raw in starts.values():
+        interrupted = _interrupted(raw)
+        if interrupted is not None:
+            append(interrupted)
+
+
+def unique(calls: list[Call]) -> list[Call]:
+    """Each execution once: the same files twice (copied, collected) give the same call ids.
+
+    A finished record wins over an interrupted one (a copy taken while the call ran).
+    """
+    if len({call.call_id for call in calls}) == len(calls):
+        return calls  # the common case: no file read twice
+    seen: dict[str, int] = {}
+    kept: list[Call] = []
+    for call in calls:
+        at = seen.get(call.call_id)
+        if at is None:
+            seen[call.call_id] = len(kept)
+            kept.append(call)
+        elif kept[at].status == "interrupted" and call.status != "interrupted":
+            kept[at] = call
+    return kept
