@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
 from typing import Any
@@ -135,10 +136,15 @@ def parent_token(call: ActiveCall | None) -> str | None:
 
 def _local_task_name(function: str | None, actor_id: str | None) -> str | None:
     """The name Ray would give the call: the function's, or ``Class.method``."""
+    return _task_name(function, actor_id is not None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _task_name(function: str | None, method: bool) -> str | None:
     if function is None:
         return None
     parts = function.split(".")
-    return ".".join(parts[-2:]) if actor_id is not None else parts[-1]
+    return ".".join(parts[-2:]) if method else parts[-1]
 
 
 # The keyword argument that carries parent_token() to an instrumented task or method.

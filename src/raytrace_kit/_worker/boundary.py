@@ -124,7 +124,7 @@ class Boundary:
         self.attempt = attempt  # local mode's own retries; Ray's come from Ray
         # The CPU time of the thread, for calls that hold one thread from start to end;
         # None for async calls and generators, whose thread runs other code in between.
-        self.cpu_started: float | None = time.thread_time() if cpu else None
+        self.cpu_started: float | None = time.thread_time() if cpu and spec.options.log else None
 
     def __enter__(self) -> None:
         """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code."""
