@@ -328,6 +328,12 @@ def runtime_context_in_an_actor(remote: Remote) -> Body:
     return lambda: ray.get(ref)
 
 
+def runtime_context_in_an_unnamed_actor(remote: Remote) -> Body:
+    actor = remote(Introspect).remote()
+    ref = actor.ids.remote()
+    return lambda: ray.get(ref)[4]  # get_actor_name(): "" when the actor has no name
+
+
 def cancel_a_finished_call(remote: Remote) -> Body:
     ref = remote(add).remote(1, 2)
     ray.get(ref)
@@ -438,6 +444,7 @@ ROWS: list[Callable[..., Body]] = [
     exit_actor_then_call,
     runtime_context_in_a_task,
     runtime_context_in_an_actor,
+    runtime_context_in_an_unnamed_actor,
     cancel_a_finished_call,
     cancel_a_running_async_call,
     named_actor_is_listed,

@@ -65,7 +65,7 @@ class LocalRuntimeContext(RuntimeContext):  # type: ignore[misc]  # untyped base
 
     def get_actor_name(self) -> str | None:
         actor = self._actor()
-        return None if actor is None else actor.name
+        return None if actor is None else (actor.name or "")  # Ray: "" for an unnamed actor
 
     @property
     def current_actor(self) -> Any:
@@ -112,7 +112,14 @@ class LocalRuntimeContext(RuntimeContext):  # type: ignore[misc]  # untyped base
         return "{}"
 
     def is_canceled(self) -> bool:
-        return False
+        if self._call is None:
+            msg = "This method is only available when the process is a worker. Current mode: 0"
+            raise RuntimeError(msg)
+        actor = self._actor()
+        if actor is not None and actor.loop is not None:
+            msg = "This method is not supported in an async actor."
+            raise RuntimeError(msg)
+        return False  # a sync local call runs to its end: nothing can cancel it midway
 
     def get(self) -> dict[str, Any]:
         return {
