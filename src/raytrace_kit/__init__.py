@@ -29,6 +29,7 @@ from raytrace_kit._reports.profiles import (
     profile_summary,
 )
 from raytrace_kit._reports.session import Call, Session, open_session
+from raytrace_kit._reports.timeline import timeline
 from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
 from raytrace_kit._serialization.walk import check_serializable
 from raytrace_kit._worker.debugger import DebuggerEndpoint, attach_debugger
@@ -103,4 +104,5 @@ __all__ = [
     "read_events",
     "set_local_mode",
     "stacks",
+    "timeline",
 ]

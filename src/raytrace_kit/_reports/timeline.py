@@ -1,0 +1,175 @@
+"""``timeline()``: a run as a Chrome trace / Perfetto file, one slice per call.
+
+One process lane per (node, process), named after both; within it, calls that overlap
+(threaded or async actors) get separate rows. Each slice carries the call's ids, status
+and memory in ``args``; failed calls are coloured as errors, interrupted ones run to the
+end of the trace. A flow arrow goes from each call to the calls submitted during it
+(``parent_call_id``). Open the file in https://ui.perfetto.dev or ``chrome://tracing``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from raytrace_kit._reports.calls import Call
+from raytrace_kit._reports.session import Session, open_session
+
+__all__ = ["timeline"]
+
+# Colour names the trace viewers reserve: failed and interrupted calls stand out.
+_COLOURS = {"error": "terrible", "interrupted": "bad"}
+
+
+def _micros(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp() * 1e6
+
+
+def _args(call: Call) -> dict[str, Any]:
+    fields = {
+        "call_id": call.call_id,
+        "status": call.status,
+        "task_id": call.task_id,
+        "task_name": call.task_name,
+        "actor_id": call.actor_id,
+        "node_id": call.node_id,
+        "worker_id": call.worker_id,
+        "attempt": call.attempt,
+        "parent_call_id": call.parent_call_id,
+        "cpu_s": call.cpu_s,
+        "rss_start_bytes": call.rss_start_bytes,
+        "rss_end_bytes": call.rss_end_bytes,
+        "rss_growth_bytes": call.rss_growth_bytes,
+        "error_type": call.error_type,
+        "error": call.error,
+    }
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+class _Lanes:
+    """Numbers for (node, pid) lanes and, within each, rows for overlapping calls."""
+
+    def __init__(self) -> None:
+        self.processes: dict[tuple[str | None, int | None], int] = {}
+        self.rows: dict[int, list[float]] = {}  # lane -> end time of each row
+
+    def process(self, call: Call) -> int:
+        key = (call.node_id, call.pid)
+        lane = self.processes.get(key)
+        if lane is None:
+            lane = self.processes[key] = len(self.processes) + 1
+            self.rows[lane] = []
+        return lane
+
+    def row(self, lane: int, start: float, end: float) -> int:
+        rows = self.rows[lane]
+        for index, busy_until in enumerate(rows):
+            if busy_until <= start:
+                rows[index] = end
+                return index + 1
+        rows.append(end)
+        return len(rows)
+
+
+def _trace(calls: list[Call]) -> list[dict[str, Any]]:
+    timed = [c for c in calls if c.started]
+    if not timed:
+        return []
+    last = max(_micros(c.ended or c.started) for c in timed)
+    lanes = _Lanes()
+    events: list[dict[str, Any]] = []
+    placed: dict[str, tuple[int, int, float, float]] = {}  # call_id -> pid, tid, ts, end
+    for call in sorted(timed, key=lambda c: c.started):
+        start = _micros(call.started)
+        if call.ended is not None:
+            end = _micros(call.ended)
+        elif call.duration_s is not None:
+            end = start + call.duration_s * 1e6
+        else:
+            end = last  # interrupted: it was still running when the records end
+        end = max(end, start + 1)
+        pid = lanes.process(call)
+        tid = lanes.row(pid, start, end)
+        slice_: dict[str, Any] = {
+            "ph": "X",
+            "cat": call.kind or "call",
+            "name": call.function.rsplit(".", 2)[-1] if call.kind == "task" else _short(call),
+            "ts": round(start, 3),
+            "dur": round(end - start, 3),
+            "pid": pid,
+            "tid": tid,
+            "args": _args(call),
+        }
+        colour = _COLOURS.get(call.status)
+        if colour is not None:
+            slice_["cname"] = colour
+        events.append(slice_)
+        placed[call.call_id] = (pid, tid, start, end)
+    events.extend(_flows(timed, placed))
+    for (node, pid_number), lane in lanes.processes.items():
+        label = f"node {node[:12] if node else '?'} · pid {pid_number}"
+        events.append({"ph": "M", "name": "process_name", "pid": lane, "args": {"name": label}})
+        events.append(
+            {"ph": "M", "name": "process_sort_index", "pid": lane, "args": {"sort_index": lane}}
+        )
+    return events
+
+
+def _short(call: Call) -> str:
+    parts = call.function.split(".")
+    return ".".join(parts[-2:])
+
+
+def _flows(
+    calls: list[Call], placed: dict[str, tuple[int, int, float, float]]
+) -> list[dict[str, Any]]:
+    """An arrow from each parent's slice to each child's start (ids pair the two ends)."""
+    flows: list[dict[str, Any]] = []
+    for number, call in enumerate(calls, start=1):
+        parent = placed.get(call.parent_call_id or "")
+        child = placed.get(call.call_id)
+        if parent is None or child is None:
+            continue
+        p_pid, p_tid, p_start, p_end = parent
+        c_pid, c_tid, c_start, _ = child
+        departs = min(max(c_start, p_start), p_end)  # inside the parent's slice
+        common = {"cat": "submit", "name": "submitted", "id": number, "bp": "e"}
+        flows.append({"ph": "s", "pid": p_pid, "tid": p_tid, "ts": round(departs, 3), **common})
+        flows.append({"ph": "f", "pid": c_pid, "tid": c_tid, "ts": round(c_start, 3), **common})
+    return flows
+
+
+def timeline(
+    source: str | os.PathLike[str] | Session | None = None,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    merge_ray: bool = False,
+) -> Path:
+    """Write a run's calls as a Chrome trace / Perfetto JSON file; return its path.
+
+    Args:
+        source: What :func:`raytrace_kit.open_session` takes, or a session.
+        path: Where to write. Default: ``timeline.json`` in the session's directory.
+        merge_ray: Also add ``ray.timeline()``'s events (Ray must be initialized, on the
+            cluster that ran the calls).
+
+    Returns:
+        The file written.
+    """
+    session = source if isinstance(source, Session) else open_session(source)
+    events = _trace(session.calls())
+    if merge_ray:
+        import ray  # noqa: PLC0415 -- only when asked: reading needs no Ray
+
+        events.extend(ray.timeline())
+    target = Path(path) if path is not None else _default_path(session)
+    target.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    return target
+
+
+def _default_path(session: Session) -> Path:
+    root = session.root if session.root.is_dir() else session.root.parent
+    return root / "timeline.json"
