@@ -1,0 +1,154 @@
+"""The ``raytrace-kit`` command (also ``python -m raytrace_kit``): read runs from a shell.
+
+Subcommands:
+    events [SOURCE]     the events, one readable line each (or JSON lines with --json)
+    timeline [SOURCE]   write a Chrome trace / Perfetto file of the calls
+    collect             copy every node's files from a running cluster to here
+
+``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the latest Ray
+session on this machine. Exit codes: 0 done, 1 failed (the message says why), 2 bad usage,
+3 nothing to read (no such source, or no events in it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+EXIT_FAILED, EXIT_USAGE, EXIT_EMPTY = 1, 2, 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="raytrace-kit",
+        description="Read what raytrace_kit recorded of a Ray run.",
+        epilog="SOURCE: a Ray session dir, a raytrace_kit log dir, a collected dir, an event "
+        "file, or 'latest' (the default: the newest Ray session on this machine).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    events = commands.add_parser("events", help="print the events, one line each")
+    events.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
+    events.add_argument("--function", help="only this function (or a suffix after a dot)")
+    events.add_argument("--status", choices=["ok", "error"], help="only call.end of this status")
+    events.add_argument("--event", help="only events of this name, e.g. call.end")
+    events.add_argument("--since", help="only events at or after this ISO 8601 time")
+    events.add_argument("--json", action="store_true", help="JSON lines (for jq)")
+
+    timeline = commands.add_parser("timeline", help="write a Perfetto / Chrome trace file")
+    timeline.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
+    timeline.add_argument("-o", "--output", type=Path, help="the file (default: in SOURCE)")
+
+    collect = commands.add_parser("collect", help="copy every node's files to here")
+    collect.add_argument("--address", default="auto", help="the cluster (default: auto)")
+    collect.add_argument("-o", "--output", type=Path, help="destination directory")
+    collect.add_argument("--no-profiles", action="store_true", help="leave profile captures")
+    return parser
+
+
+def _line(event: dict[str, Any]) -> str:
+    """One event, readable: time, level, event, function, then what matters for it."""
+    parts = [
+        str(event.get("timestamp", ""))[:26].replace("T", " "),
+        f"{event.get('level', ''):<7}",
+        str(event.get("event", "")),
+    ]
+    if event.get("function"):
+        parts.append(str(event["function"]))
+    if event.get("event") == "call.end":
+        duration = event.get("duration_s")
+        parts.append(str(event.get("status")))
+        if isinstance(duration, int | float):
+            parts.append(f"{duration:.3f}s")
+        if event.get("error_type"):
+            parts.append(f"{event['error_type']}: {event.get('error', '')}".split("\n")[0])
+    node = event.get("node_id")
+    if node:
+        parts.append(f"node={str(node)[:12]} pid={event.get('pid')}")
+    return "  ".join(parts)
+
+
+def _events(arguments: argparse.Namespace) -> int:
+    import raytrace_kit  # noqa: PLC0415 -- imports Ray: not for --help
+
+    session = raytrace_kit.open_session(arguments.source)
+    found = session.events(
+        event=arguments.event,
+        function=arguments.function,
+        status=arguments.status,
+        since=arguments.since,
+    )
+    if not session.files:
+        print(f"raytrace-kit: no event files in {session.root}", file=sys.stderr)
+        return EXIT_EMPTY
+    out = sys.stdout
+    for event in found:
+        out.write((json.dumps(event) if arguments.json else _line(event)) + "\n")
+    return 0
+
+
+def _timeline(arguments: argparse.Namespace) -> int:
+    import raytrace_kit  # noqa: PLC0415
+
+    session = raytrace_kit.open_session(arguments.source)
+    if not session.files:
+        print(f"raytrace-kit: no event files in {session.root}", file=sys.stderr)
+        return EXIT_EMPTY
+    path = raytrace_kit.timeline(session, arguments.output)
+    print(path)
+    return 0
+
+
+def _collect(arguments: argparse.Namespace) -> int:
+    import ray  # noqa: PLC0415
+
+    import raytrace_kit  # noqa: PLC0415
+
+    try:
+        ray.init(address=arguments.address, log_to_driver=False, logging_level="ERROR")
+    except ConnectionError as exc:
+        print(
+            f"raytrace-kit collect: no Ray cluster at {arguments.address}: {exc}", file=sys.stderr
+        )
+        return EXIT_FAILED
+    try:
+        dest = raytrace_kit.collect(arguments.output, profiles=not arguments.no_profiles)
+    finally:
+        ray.shutdown()
+    nodes = json.loads((dest / "collect.json").read_text())["nodes"]
+    for record in nodes.values():
+        copied = record.get("bytes_copied")
+        detail = f"{copied:,} bytes copied" if copied is not None else record.get("error", "")
+        print(f"node {record['node_id'][:12]}: {record['status']} {detail}".rstrip())
+    print(dest)
+    return 0
+
+
+_COMMANDS = {"events": _events, "timeline": _timeline, "collect": _collect}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return its exit code."""
+    arguments = _parser().parse_args(argv)
+    from raytrace_kit.exceptions import EventsNotFoundError  # noqa: PLC0415
+
+    try:
+        return _COMMANDS[arguments.command](arguments)
+    except EventsNotFoundError as exc:
+        print(f"raytrace-kit: {exc}", file=sys.stderr)
+        return EXIT_EMPTY
+    except (ValueError, OSError) as exc:
+        print(f"raytrace-kit {arguments.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except BrokenPipeError:  # piped into head: the reader is done
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The raytrace-kit command, run as users run it: a real subprocess, real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import ray
+
+from raytrace_kit import debuggable
+
+from . import conftest
+
+
+def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "raytrace_kit", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _session(tmp_path: Path) -> Path:
+    lines = [
+        {"timestamp": "2026-01-01T00:00:00.000000+00:00", "level": "info", "event": "call.start",
+         "call_id": "c1", "function": "jobs.parse", "node_id": "ab" * 28, "pid": 7},
+        {"timestamp": "2026-01-01T00:00:01.500000+00:00", "level": "error", "event": "call.end",
+         "call_id": "c1", "function": "jobs.parse", "node_id": "ab" * 28, "pid": 7,
+         "status": "error", "duration_s": 1.5, "error_type": "ValueError", "error": "bad row 7"},
+        {"timestamp": "2026-01-01T00:00:02.000000+00:00", "level": "info", "event": "call.start",
+         "call_id": "c2", "function": "jobs.load", "node_id": "ab" * 28, "pid": 7},
+    ]  # fmt: skip
+    (tmp_path / "events-abababababab-7.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines)
+    )
+    return tmp_path
+
+
+def test_events_readable_and_json(tmp_path: Path) -> None:
+    """One readable line per event; --status filters; --json gives lines jq can read."""
+    source = _session(tmp_path)
+    shown = _run("events", str(source), "--status", "error")
+    assert shown.returncode == 0, shown.stderr
+    (line,) = shown.stdout.splitlines()
+    assert "call.end" in line
+    assert "jobs.parse" in line
+    assert "1.500s" in line
+    assert "ValueError: bad row 7" in line
+    as_json = _run("events", str(source), "--json", "--function", "load")
+    assert [json.loads(x)["call_id"] for x in as_json.stdout.splitlines()] == ["c2"]
+
+
+def test_timeline_writes_the_file(tmp_path: Path) -> None:
+    source = _session(tmp_path)
+    out = tmp_path / "trace.json"
+    done = _run("timeline", str(source), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out)
+    slices = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
+    assert {s["args"]["status"] for s in slices} == {"error", "interrupted"}
+
+
+def test_exit_codes_and_messages(tmp_path: Path) -> None:
+    """Missing or empty source: 3, saying which; bad usage: 2; --help: 0."""
+    missing = _run("events", str(tmp_path / "nowhere"))
+    assert missing.returncode == 3
+    assert "nowhere" in missing.stderr
+    empty = _run("events", str(tmp_path))
+    assert empty.returncode == 3
+    assert "no event files" in empty.stderr
+    assert _run().returncode == 2
+    helped = _run("events", "--help")
+    assert helped.returncode == 0
+    assert "--status" in helped.stdout
+
+
+def test_console_script_is_installed() -> None:
+    """`raytrace-kit` is on the path of the environment the package is installed in."""
+    script = Path(sys.executable).parent / "raytrace-kit"
+    done = subprocess.run(
+        [str(script), "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0
+    assert "events" in done.stdout
+
+
+@debuggable
+@ray.remote
+def traced(x: int) -> int:
+    return x
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_collect_from_the_running_cluster(tmp_path: Path) -> None:
+    """`raytrace-kit collect` connects to the running cluster and copies its files."""
+    ray.get(traced.remote(1))
+    done = _run("collect", "-o", str(tmp_path / "dest"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == str(tmp_path / "dest")
+    assert "collected" in done.stdout
+    shown = _run("events", str(tmp_path / "dest"), "--function", "traced", "--json")
+    mine = [
+        json.loads(x)
+        for x in shown.stdout.splitlines()
+        if json.loads(x)["timestamp"] >= conftest._test_started
+    ]
+    assert [e["event"] for e in mine] == ["call.start", "call.end"]
