@@ -21,6 +21,7 @@ from raytrace_kit._options import DebugOptions, Pin
 from raytrace_kit._output.logger import get_logger
 from raytrace_kit._output.paths import log_dir
 from raytrace_kit._reports.events import read_events
+from raytrace_kit._reports.explain import Explanation, explain
 from raytrace_kit._reports.profiles import (
     CpuStats,
     ProfileSummary,
@@ -63,6 +64,7 @@ __all__ = [
     "DebuggableFunction",
     "DebuggerEndpoint",
     "EventsNotFoundError",
+    "Explanation",
     "InvalidOptionError",
     "InvalidTargetError",
     "InvalidValueError",
@@ -92,6 +94,7 @@ __all__ = [
     "collect",
     "cpu_stats",
     "debuggable",
+    "explain",
     "flamegraph",
     "get_logger",
     "is_local_mode",

@@ -1,0 +1,248 @@
+"""``explain(exc)``: what an exception from ``ray.get`` means, in plain words, and what to do.
+
+Each Ray error says what happened in Ray's terms; the likely causes, what to check and the
+fix come from Ray's own debugging guides (worker deaths, out-of-memory kills, lost objects,
+stuck calls). When the failing call's events are in the session, the explanation links
+that call: its function, node, process, duration, memory and traceback.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray import exceptions as ray_errors
+
+from raytrace_kit._reports.calls import Call
+from raytrace_kit._reports.session import Session, open_session
+from raytrace_kit.exceptions import EventsNotFoundError, NotSerializableError, RaytraceKitError
+
+__all__ = ["Explanation", "explain"]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What an error means: ``what`` happened, likely ``causes``, what to ``check``, ``fix``.
+
+    ``call`` is the failing call's record, when the session has it.
+    """
+
+    kind: str
+    what: str
+    causes: tuple[str, ...] = ()
+    check: tuple[str, ...] = ()
+    fix: tuple[str, ...] = ()
+    call: Call | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def _sections(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return (("Likely causes", self.causes), ("Check", self.check), ("Fix", self.fix))
+
+    def __str__(self) -> str:
+        lines = [f"{self.kind}: {self.what}"]
+        for title, items in (
+            ("Likely causes", self.causes),
+            ("Check", self.check),
+            ("Fix", self.fix),
+        ):
+            if items:
+                lines.append(f"{title}:")
+                lines.extend(f"  - {item}" for item in items)
+        call = self.call
+        if call is not None:
+            where = f"node {(call.node_id or '?')[:12]}, pid {call.pid}"
+            lines.append(f"The call: {call.function} ({call.status}, {where}, call {call.call_id})")
+            if call.traceback:
+                lines.append(call.traceback.rstrip())
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<p><b>{html.escape(self.kind)}</b>: {html.escape(self.what)}</p>"]
+        for title, items in (
+            ("Likely causes", self.causes),
+            ("Check", self.check),
+            ("Fix", self.fix),
+        ):
+            if items:
+                entries = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+                parts.append(f"<p>{title}:</p><ul>{entries}</ul>")
+        if self.call is not None and self.call.traceback:
+            parts.append(f"<pre>{html.escape(self.call.traceback)}</pre>")
+        return "".join(parts)
+
+
+_OOM_CHECK = (
+    "the calls' memory: open_session().calls(function=...) gives rss_growth_bytes per call",
+    "Ray's own record: 'ray memory' and the raylet log in the session's logs directory",
+)
+
+
+def _by_type(exc: BaseException) -> Explanation:  # noqa: PLR0911 -- one answer per kind
+    text = str(exc)
+    if isinstance(exc, ray_errors.OutOfMemoryError):
+        return Explanation(
+            "Out of memory",
+            "Ray's memory monitor killed the worker: its node was running out of memory.",
+            ("too many tasks at once for the node's memory", "one call using far more memory"
+             " than expected", "memory that grows call after call in a process (a leak)"),
+            _OOM_CHECK,
+            ("run fewer at once: ask for more CPUs or memory per task (num_cpus=, memory=)",
+             "find what grows: @debuggable(profile='memray') on the function"),
+        )  # fmt: skip
+    if isinstance(exc, ray_errors.WorkerCrashedError):
+        return Explanation(
+            "Worker died",
+            "The process running the task died before it finished.",
+            ("killed by the operating system's OOM killer (exit 137, SIGKILL)",
+             "a crash in native code (exit 139, segmentation fault)",
+             "sys.exit() or os._exit() in the task"),
+            ("the call: it has a call.start and no call.end (status 'interrupted')",
+             *_OOM_CHECK, "dmesg on the node for 'Out of memory: Killed process'"),
+            ("give each task more memory, or run fewer at once",
+             "for native crashes: faulthandler, or run the task in local mode under a debugger"),
+        )  # fmt: skip
+    if isinstance(exc, ray_errors.ActorUnavailableError):
+        return Explanation(
+            "Actor unavailable",
+            "The actor could not be reached for now (restarting, or its node unreachable).",
+            ("the actor is restarting after a failure", "a network problem to its node"),
+            ("'ray list actors' for its state",),
+            ("retry the call; set max_task_retries on the actor to let Ray retry it",),
+        )  # fmt: skip
+    if isinstance(exc, ray_errors.RayActorError):
+        return _actor_died(exc, text)
+    if isinstance(exc, ray_errors.OwnerDiedError):
+        return Explanation(
+            "Owner died",
+            "The process that created the object (its owner) died, so the object is gone.",
+            ("the worker or driver that called .remote() or ray.put() exited or crashed",),
+            ("which process owned it: the error names its address",),
+            ("keep the owner alive while others use its refs; return values instead of refs",),
+        )
+    if isinstance(exc, ray_errors.ObjectLostError):
+        return Explanation(
+            "Object lost",
+            "An object's copies were all lost (a node died, or it was evicted) and could not "
+            "be rebuilt.",
+            ("the node holding it died", "ray.put objects cannot be rebuilt by re-running"),
+            ("'ray status' for dead nodes",),
+            ("let the task that made it be retried (max_retries), or persist large results",),
+        )  # fmt: skip
+    if isinstance(exc, ray_errors.GetTimeoutError):
+        return Explanation(
+            "Timed out",
+            "ray.get gave up waiting: the call had not finished within the timeout.",
+            ("the call is slow, or stuck (a lock, a deadlock, waiting on itself)",
+             "it never started: no node has the resources it asks for"),
+            ("the call's events: a call.start means it runs; none means it waits to be scheduled",
+             "raytrace_kit.stacks(actor) shows where a debuggable actor is right now",
+             "'ray status' for pending resource demands"),
+            ("raise the timeout if it is only slow; fix the resource request if it never starts",),
+        )  # fmt: skip
+    if isinstance(exc, ray_errors.TaskCancelledError):
+        return Explanation("Cancelled", "The task was cancelled (ray.cancel) before it finished.")
+    if isinstance(exc, ray_errors.NodeDiedError | ray_errors.RaySystemError):
+        return Explanation(
+            "Ray system error",
+            f"Ray itself failed: {text.splitlines()[0] if text else type(exc).__name__}.",
+            ("a node died, or a Ray process crashed",),
+            ("'ray status', and the logs in the session directory",),
+        )
+    if isinstance(exc, NotSerializableError):
+        return Explanation(
+            "Not serializable",
+            "Ray could not serialize something the call needs; nothing was submitted.",
+            check=(text,),
+            fix=("create the object inside the task or actor, or pass what it is made from",),
+        )
+    if isinstance(exc, RaytraceKitError):
+        return Explanation(type(exc).__name__, text)
+    return Explanation(type(exc).__name__, text or "an error without a message")
+
+
+def _actor_died(exc: BaseException, text: str) -> Explanation:
+    if getattr(exc, "_actor_init_failed", False):
+        return Explanation(
+            "Actor died",
+            "The actor's __init__ raised, so the actor never started; every call fails.",
+            ("the error inside the message: the constructor's exception and traceback",),
+            ("the actor_init call's events: its call.end has the traceback",),
+            ("fix the constructor; Ray does not retry a failing __init__ unless max_restarts",),
+        )
+    if "ray.kill" in text:
+        what = "The actor was killed with ray.kill; its pending and later calls fail."
+    elif "INTENDED_USER_EXIT" in text or "exit_actor" in text:
+        what = "The actor ended itself (ray.actor.exit_actor() or sys.exit())."
+    elif "memory" in text.lower():
+        what = "The actor's process was killed for using too much memory."
+    else:
+        what = "The actor's process died (crashed, killed, or its node died)."
+    return Explanation(
+        "Actor died",
+        what,
+        ("killed (ray.kill, the OOM killer), ended itself, crashed, or lost its node",),
+        ("the actor's last calls: one with status 'interrupted' is where it died",
+         *_OOM_CHECK),
+        ("max_restarts and max_task_retries let Ray restart it and retry its calls",),
+    )  # fmt: skip
+
+
+def _cause_type(exc: BaseException) -> type:
+    """The user's exception type behind a ``RayTaskError`` (or its dual instance)."""
+    cause = getattr(exc, "cause", None)
+    if cause is not None:
+        return type(cause)
+    return next(
+        (base for base in type(exc).__mro__[1:] if not issubclass(base, ray_errors.RayError)),
+        type(exc),
+    )
+
+
+def _failing_call(exc: BaseException, cause_type: type, session: Session | None) -> Call | None:
+    """The call of the session that raised ``exc``: by pid, function and error type."""
+    pid = getattr(exc, "pid", None)
+    name = str(getattr(exc, "function_name", "") or "")
+    try:
+        calls = (session or open_session()).calls(status="error")
+    except (EventsNotFoundError, OSError):
+        return None
+    for call in reversed(calls):
+        if pid is not None and call.pid != pid:
+            continue
+        short = call.function.rsplit(".", 1)[-1]
+        if name and short not in name:
+            continue
+        if call.error_type != cause_type.__name__:
+            continue
+        return call
+    return None
+
+
+def explain(exc: BaseException, session: Session | None = None) -> Explanation:
+    """Say what an error from ``ray.get`` (or the kit) means, and what to do about it.
+
+    Args:
+        exc: The exception: any Ray error (``RayTaskError`` of any cause, out of memory,
+            worker or actor death, lost objects, timeouts, system errors) or the kit's.
+        session: Where to look for the failing call's events (default: this process's
+            current session).
+
+    Returns:
+        ``str()`` gives plain text; notebooks render ``_repr_html_()``.
+    """
+    if isinstance(exc, ray_errors.RayTaskError):
+        cause_type = _cause_type(exc)
+        call = _failing_call(exc, cause_type, session)
+        where = f" in {call.function}" if call is not None else ""
+        pid = getattr(exc, "pid", None) or (call.pid if call is not None else None)
+        return Explanation(
+            f"{cause_type.__name__} in a task",
+            f"Your code raised {cause_type.__name__}{where}"
+            + (f" (pid {pid})" if pid else "")
+            + "; ray.get re-raised it here.",
+            check=("the traceback below: the last frame is where it was raised",),
+            fix=("reproduce it in this process: with raytrace_kit.local_mode(post_mortem=True)",),
+            call=call,
+        )
+    return _by_type(exc)
