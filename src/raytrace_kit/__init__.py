@@ -29,6 +29,7 @@ from raytrace_kit._reports.profiles import (
     flamegraph,
     profile_summary,
 )
+from raytrace_kit._reports.report import Finding, Report, report
 from raytrace_kit._reports.session import Call, Session, open_session
 from raytrace_kit._reports.timeline import timeline
 from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
@@ -65,6 +66,7 @@ __all__ = [
     "DebuggerEndpoint",
     "EventsNotFoundError",
     "Explanation",
+    "Finding",
     "InvalidOptionError",
     "InvalidTargetError",
     "InvalidValueError",
@@ -83,6 +85,7 @@ __all__ = [
     "ProfileSummary",
     "RaytraceKitError",
     "RaytraceKitWarning",
+    "Report",
     "SerializationFailure",
     "SerializationReport",
     "Session",
@@ -105,6 +108,7 @@ __all__ = [
     "profile_memory",
     "profile_summary",
     "read_events",
+    "report",
     "set_local_mode",
     "stacks",
     "timeline",

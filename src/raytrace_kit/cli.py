@@ -1,6 +1,7 @@
 """The ``raytrace-kit`` command (also ``python -m raytrace_kit``): read runs from a shell.
 
 Subcommands:
+    report [SOURCE]     what failed and where, what died, where time and memory went
     events [SOURCE]     the events, one readable line each (or JSON lines with --json)
     timeline [SOURCE]   write a Chrome trace / Perfetto file of the calls
     collect             copy every node's files from a running cluster to here
@@ -32,6 +33,11 @@ def _parser() -> argparse.ArgumentParser:
         "file, or 'latest' (the default: the newest Ray session on this machine).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    report = commands.add_parser("report", help="what failed, what died, where time went")
+    report.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
+    report.add_argument("--html", type=Path, help="also write it as one HTML file")
+    report.add_argument("--json", action="store_true", help="print it as JSON")
 
     events = commands.add_parser("events", help="print the events, one line each")
     events.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
@@ -93,6 +99,20 @@ def _events(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _report(arguments: argparse.Namespace) -> int:
+    import raytrace_kit  # noqa: PLC0415
+
+    session = raytrace_kit.open_session(arguments.source)
+    if not session.files:
+        print(f"raytrace-kit: no event files in {session.root}", file=sys.stderr)
+        return EXIT_EMPTY
+    made = raytrace_kit.report(session)
+    if arguments.html is not None:
+        made.save_html(arguments.html)
+    print(json.dumps(made.to_dict(), indent=1) if arguments.json else str(made))
+    return 0
+
+
 def _timeline(arguments: argparse.Namespace) -> int:
     import raytrace_kit  # noqa: PLC0415
 
@@ -130,7 +150,7 @@ def _collect(arguments: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"events": _events, "timeline": _timeline, "collect": _collect}
+_COMMANDS = {"report": _report, "events": _events, "timeline": _timeline, "collect": _collect}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
