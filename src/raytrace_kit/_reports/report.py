@@ -16,14 +16,14 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from raytrace_kit._reports.calls import Call
 from raytrace_kit._reports.session import Session, open_session
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = ["Finding", "Report", "report"]
 
@@ -121,11 +121,15 @@ class Report:
             console.print(table)
 
     def __str__(self) -> str:
+        from rich.console import Console  # noqa: PLC0415 -- rich loads on first render
+
         console = Console(width=110, record=True, file=open(os.devnull, "w"), color_system=None)  # noqa: SIM115
         self._render(console)
         return console.export_text()
 
     def _repr_html_(self) -> str:
+        from rich.console import Console  # noqa: PLC0415
+
         console = Console(width=110, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
         self._render(console)
         return console.export_html(inline_styles=True)
@@ -137,7 +141,16 @@ class Report:
         return target
 
 
+def escape(text: str) -> str:
+    """Text shown as is by rich (no markup: ``[x]`` stays ``[x]``)."""
+    from rich.markup import escape as rich_escape  # noqa: PLC0415 -- rich on first render
+
+    return rich_escape(text)
+
+
 def _table(title: str, columns: tuple[str, ...]) -> Table:
+    from rich.table import Table  # noqa: PLC0415 -- rich loads on first render
+
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column)
