@@ -63,7 +63,7 @@ class Report:
         console.print(
             f"[bold]Run report[/bold]: {o['calls']} calls, {o['failed']} failed, "
             f"{o['interrupted']} interrupted, {o['retried']} retries; {o['nodes']} node(s), "
-            f"{o['processes']} process(es), {o['span_s']:.2f} s"
+            f"{o['processes']} process(es), {o['span_s']:.3f} s"
         )
         if self.findings:
             console.print("\n[bold]Findings[/bold]")
@@ -241,8 +241,8 @@ def _tiny_tasks(calls: list[Call]) -> list[Finding]:
 
 def _one_at_a_time(calls: list[Call]) -> list[Finding]:
     children: dict[str, list[Call]] = defaultdict(list)
-    for call in calls:
-        if call.parent_call_id and call.ended:
+    for call in calls:  # local mode runs calls one at a time by design: not a finding
+        if call.parent_call_id and call.ended and call.mode != "local":
             children[call.parent_call_id].append(call)
     names = {c.call_id: c.function for c in calls}
     found = []
