@@ -30,6 +30,8 @@ __all__ = ["Finding", "Report", "report"]
 TINY_SECONDS = 0.010  # a median call shorter than this: scheduling costs more than the work
 TINY_MIN_CALLS = 20
 SERIAL_MIN_CHILDREN = 5
+LEAK_MIN_CALLS = 5  # a process whose RSS rose over at least this many calls in a row...
+LEAK_MIN_BYTES = 32 * 2**20  # ...by at least this much in all: the leak signature
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,42 @@ def _one_at_a_time(calls: list[Call]) -> list[Finding]:
     return found
 
 
+def _leaks(calls: list[Call]) -> list[Finding]:
+    """Processes whose memory grows call after call: the leak signature."""
+    by_process: dict[tuple[str | None, int | None], list[Call]] = defaultdict(list)
+    for call in calls:
+        if call.rss_end_bytes is not None and call.ended:
+            by_process[(call.node_id, call.pid)].append(call)
+    found = []
+    for (node, pid), ordered in by_process.items():
+        ordered.sort(key=lambda c: c.ended or "")
+        run: list[Call] = ordered[:1]
+        best: list[Call] = []
+        for earlier, later in itertools.pairwise(ordered):
+            if (later.rss_end_bytes or 0) > (earlier.rss_end_bytes or 0):
+                run.append(later)
+            else:
+                run = [later]
+            if len(run) > len(best):
+                best = list(run)
+        if len(best) < LEAK_MIN_CALLS:
+            continue
+        grown = (best[-1].rss_end_bytes or 0) - (
+            best[0].rss_start_bytes or best[0].rss_end_bytes or 0
+        )
+        if grown < LEAK_MIN_BYTES:
+            continue
+        functions = sorted({c.function for c in best})
+        found.append(Finding(
+            f"Memory grows call after call: pid {pid} on node {(node or '?')[:12]}",
+            f"RSS rose over {len(best)} calls in a row, by {grown / 2**20:.0f} MiB in all, in "
+            f"calls of {', '.join(functions)}: something keeps what each call makes",
+            "profile that actor for its whole life: @debuggable(profile='memray', "
+            "profile_scope='actor'), then look at what is still allocated at the end",
+        ))  # fmt: skip
+    return found
+
+
 def _other_findings(calls: list[Call]) -> list[Finding]:
     found = []
     busy = [c for c in calls if c.cpu_s and c.duration_s and c.cpu_s > 1.5 * c.duration_s]
@@ -331,5 +369,10 @@ def report(source: str | os.PathLike[str] | Session | None = None) -> Report:
         interrupted=interrupted,
         slowest=_slowest(calls, span),
         memory=_memory(calls),
-        findings=[*_tiny_tasks(calls), *_one_at_a_time(calls), *_other_findings(calls)],
+        findings=[
+            *_tiny_tasks(calls),
+            *_one_at_a_time(calls),
+            *_leaks(calls),
+            *_other_findings(calls),
+        ],
     )
