@@ -80,19 +80,34 @@ def _line(event: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def _events(arguments: argparse.Namespace) -> int:
+class _NoEventsError(Exception):
+    """The source exists and holds no event files (exit code 3)."""
+
+
+def _session(source: str) -> Any:
+    """The session of ``source``, which must hold event files.
+
+    Raises:
+        _NoEventsError: It holds none.
+    """
     import raytrace_kit  # noqa: PLC0415 -- imports Ray: not for --help
 
-    session = raytrace_kit.open_session(arguments.source)
+    session = raytrace_kit.open_session(source)
+    if not session.files:
+        msg = f"no event files in {session.root}"
+        raise _NoEventsError(msg)
+    return session
+
+
+def _events(arguments: argparse.Namespace) -> int:
+
+    session = _session(arguments.source)
     found = session.events(
         event=arguments.event,
         function=arguments.function,
         status=arguments.status,
         since=arguments.since,
     )
-    if not session.files:
-        print(f"raytrace-kit: no event files in {session.root}", file=sys.stderr)
-        return EXIT_EMPTY
     out = sys.stdout
     for event in found:
         out.write((json.dumps(event) if arguments.json else _line(event)) + "\n")
@@ -102,11 +117,7 @@ def _events(arguments: argparse.Namespace) -> int:
 def _report(arguments: argparse.Namespace) -> int:
     import raytrace_kit  # noqa: PLC0415
 
-    session = raytrace_kit.open_session(arguments.source)
-    if not session.files:
-        print(f"raytrace-kit: no event files in {session.root}", file=sys.stderr)
-        return EXIT_EMPTY
-    made = raytrace_kit.report(session)
+    made = raytrace_kit.report(_session(arguments.source))
     if arguments.html is not None:
         made.save_html(arguments.html)
     print(json.dumps(made.to_dict(), indent=1) if arguments.json else str(made))
@@ -116,11 +127,7 @@ def _report(arguments: argparse.Namespace) -> int:
 def _timeline(arguments: argparse.Namespace) -> int:
     import raytrace_kit  # noqa: PLC0415
 
-    session = raytrace_kit.open_session(arguments.source)
-    if not session.files:
-        print(f"raytrace-kit: no event files in {session.root}", file=sys.stderr)
-        return EXIT_EMPTY
-    path = raytrace_kit.timeline(session, arguments.output)
+    path = raytrace_kit.timeline(_session(arguments.source), arguments.output)
     print(path)
     return 0
 
@@ -160,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return _COMMANDS[arguments.command](arguments)
-    except EventsNotFoundError as exc:
+    except (EventsNotFoundError, _NoEventsError) as exc:
         print(f"raytrace-kit: {exc}", file=sys.stderr)
         return EXIT_EMPTY
     except (ValueError, OSError) as exc:

@@ -227,7 +227,7 @@ class TestRedaction:
 
 def test_clean_text_drops_kit_frames_and_colours() -> None:
     """A child's traceback text (Ray's, coloured) loses the kit's frames, keeps the user's."""
-    kit = schema._KIT_DIR
+    kit = schema.KIT_DIR
     text = (
         "\x1b[36mray::child()\x1b[39m (pid=1, ip=1.2.3.4)\n"
         f'  File "{kit}/_worker/instrument.py", line 42, in task\n'

@@ -26,6 +26,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
+from raytrace_kit._output.schema import KIT_DIR
 
 __all__ = [
     "RAY",
@@ -166,12 +167,9 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
         return f"ObjectRef({self.hex()})"  # as Ray's: messages and logs read the same
 
 
-_KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     """``tb`` without the kit's own frames at its top (where the local call was run)."""
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_KIT_DIR):
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(KIT_DIR):
         tb = tb.tb_next
     return tb
 

@@ -8,20 +8,19 @@ in URLs are written as ``<redacted>``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import reprlib
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ARGS_CHARS", "ARG_CHARS", "REDACTED", "SECRET_WORDS", "args_members", "is_secret_key"]
-
-_ENCODER = json.JSONEncoder(default=repr, ensure_ascii=False, separators=(",", ":"))
-
-
-def _members(fields: Mapping[str, Any]) -> str:
-    return _ENCODER.encode(fields)[1:-1]
-
+__all__ = [
+    "ARGS_CHARS",
+    "ARG_CHARS",
+    "REDACTED",
+    "SECRET_WORDS",
+    "is_secret_key",
+    "shown_arguments",
+]
 
 ARG_CHARS = 200  # each argument's repr, at most (log_args=True); documented in docs/events.md
 ARGS_CHARS = 2000  # all of a call's arguments together, at most
@@ -107,10 +106,10 @@ def _short_repr(value: object) -> str:
     return text
 
 
-def args_members(
+def shown_arguments(
     args: tuple[Any, ...], kwargs: Mapping[str, Any], names: tuple[str, ...] = ()
-) -> str:
-    """``call.start``'s ``args``/``kwargs`` members (``log_args=True``), with a comma first.
+) -> dict[str, Any]:
+    """``{"args": [...], "kwargs": {...}}`` as ``log_args=True`` shows them.
 
     ``names`` are the positional parameters' names: a secret-looking one (``password``)
     is redacted when passed by position too. Never raises.
@@ -124,9 +123,9 @@ def args_members(
             key: REDACTED if is_secret_key(key) else _short_repr(value)
             for key, value in kwargs.items()
         }
-        text = _members({"args": shown_args, "kwargs": shown_kwargs})
-        if len(text) > ARGS_CHARS:
-            text = _members({"args": [f"<{len(args)} arguments: too long to show>"], "kwargs": {}})
     except Exception as exc:
-        return "," + _members({"args": [f"<not shown: {type(exc).__name__}>"], "kwargs": {}})
-    return "," + text
+        return {"args": [f"<not shown: {type(exc).__name__}>"], "kwargs": {}}
+    shown = {"args": shown_args, "kwargs": shown_kwargs}
+    if sum(map(len, shown_args)) + sum(map(len, shown_kwargs.values())) > ARGS_CHARS:
+        return {"args": [f"<{len(args)} arguments: too long to show>"], "kwargs": {}}
+    return shown

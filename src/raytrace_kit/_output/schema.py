@@ -41,11 +41,12 @@ from raytrace_kit import _process
 if TYPE_CHECKING:
     from raytrace_kit._process import ProcessIdentity
 
-from raytrace_kit._output.redact import ARG_CHARS, REDACTED, args_members, is_secret_key
+from raytrace_kit._output.redact import ARG_CHARS, REDACTED, is_secret_key, shown_arguments
 
 __all__ = [
     "ARG_CHARS",
     "FIRST_KEYS",
+    "KIT_DIR",
     "REDACTED",
     "SCHEMA",
     "TRACEBACK_CHARS",
@@ -71,7 +72,7 @@ FIRST_KEYS = ("timestamp", "level", "event", "schema")
 # A failed call's traceback is capped at this many characters: its first frames and, above
 # all, its last ones (the failing frame and the error) are kept; docs/events.md says so.
 TRACEBACK_CHARS = 8192
-_KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ERROR_CHARS = 2000  # enough for any useful message; bounds one runaway str(exc)
 # Each value of an event is capped at this many characters of JSON (documented in
 # docs/logging.md): one 5 MB value must not make one 5 MB line. A cut value keeps its first
@@ -163,6 +164,13 @@ def _number(value: int | None) -> str:
     return "null" if value is None else str(value)
 
 
+def args_members(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any], names: tuple[str, ...] = ()
+) -> str:
+    """``call.start``'s ``args``/``kwargs`` members (``log_args=True``), with a comma first."""
+    return "," + members(shown_arguments(args, kwargs, names))
+
+
 def memory_members() -> str:
     """The process's memory figures as members, starting with a comma (both call events)."""
     rss, private, max_rss = _process.memory_figures()
@@ -201,7 +209,7 @@ def user_traceback(error: BaseException) -> str:
         )
         for part in _chain(formatted):
             part.stack = traceback.StackSummary.from_list(
-                [frame for frame in part.stack if not frame.filename.startswith(_KIT_DIR)]
+                [frame for frame in part.stack if not frame.filename.startswith(KIT_DIR)]
             )
         text = clean_text("".join(formatted.format()))
     except Exception as exc:
@@ -223,13 +231,13 @@ def clean_text(text: str) -> str:
     lines under them, are taken out as the frames of this process are.
     """
     text = _ANSI.sub("", text)
-    if _KIT_DIR not in text:
+    if KIT_DIR not in text:
         return text
     kept: list[str] = []
     skipping = False
     for line in text.splitlines(keepends=True):
         if line.startswith('  File "'):
-            skipping = line.startswith(f'  File "{_KIT_DIR}')
+            skipping = line.startswith(f'  File "{KIT_DIR}')
         elif not line.startswith("    "):
             skipping = False
         if not skipping:
