@@ -1,8 +1,9 @@
 """A report of a run: what failed and where, what died, where the time went, and what to fix.
 
 A small pipeline submits tiny tasks, waits on its calls one at a time, and one record
-fails to parse. report() names each problem with its evidence and a fix; save_html()
-writes the same as one page.
+fails to parse. explain() says what that error means and shows the failing call;
+report() names each problem with its evidence and a fix; save_html() writes the same as
+one page.
 
 Run: python examples/run_report.py [REPORT.html]   (starts its own local Ray)
 """
@@ -49,6 +50,12 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         print(ray.get(pipeline.remote(rows))[-3:])
+        try:
+            ray.get(parse.remote(" n/a "))
+        except ValueError as error:  # what it means, with the failing call's traceback
+            explained = raytrace_kit.explain(error)
+            print(explained, "\n")
+            assert explained.call is not None
         made = raytrace_kit.report()  # this session's records
     finally:
         ray.shutdown()

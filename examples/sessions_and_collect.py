@@ -4,6 +4,7 @@ A two-node cluster (ray.cluster_utils.Cluster) whose second node writes to a dir
 its own, as a separate machine would. A pipeline fans out tasks to both nodes; one input
 makes a task fail there. collect() brings both nodes' files here through Ray, and
 open_session() answers: what failed, where, with which traceback; which call started which.
+The raytrace-kit command reads the same folder from a shell.
 
 Run: python examples/sessions_and_collect.py   (starts its own two-node local cluster)
 """
@@ -75,6 +76,16 @@ def main() -> None:
         ).stdout.strip()
         print(f"a fresh process reads {count} calls from {dest.name}/")
         assert int(count) == len(calls)
+
+        # The same from a shell: the raytrace-kit command (python -m raytrace_kit).
+        shown = subprocess.run(  # noqa: S603 -- our own interpreter and module
+            [sys.executable, "-m", "raytrace_kit", "events", str(dest), "--status", "error"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        print(f"$ raytrace-kit events {dest.name} --status error\n{shown}")
+        assert "ValueError" in shown
 
 
 if __name__ == "__main__":
