@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
+import traceback
+from pathlib import Path
 
 import pytest
 import ray
@@ -12,6 +16,8 @@ from ray.exceptions import ActorDiedError, GetTimeoutError, WorkerCrashedError
 
 import raytrace_kit
 from raytrace_kit import debuggable, explain
+
+from . import conftest
 
 
 @debuggable
@@ -92,3 +98,86 @@ def test_kit_errors_and_unknown_ones() -> None:
     explained = explain(raytrace_kit.LocalModeError("plain call in strict mode"))
     assert (explained.kind, explained.what) == ("LocalModeError", "plain call in strict mode")
     assert explain(KeyError("k")).kind == "KeyError"
+
+
+@debuggable
+@ray.remote(max_retries=0)
+def native_crash() -> None:
+    import ctypes  # noqa: PLC0415
+
+    ctypes.string_at(0)  # SIGSEGV
+
+
+def _explained_until(error: BaseException, words: str, timeout: float = 20.0) -> str:
+    """str(explain(error)) once it has ``words`` (Ray's GCS records a death a moment late)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = str(explain(error))
+        if words in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.5)
+
+
+def _cli(*arguments: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "raytrace_kit", *arguments],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_worker_death_is_explained_with_rays_record_of_it() -> None:
+    """WorkerCrashedError says nothing of why; explain() finds the call and Ray's record."""
+    with pytest.raises(WorkerCrashedError) as raised:
+        ray.get(native_crash.remote())
+    text = _explained_until(raised.value, "SIGSEGV")
+    assert text.startswith("Worker died: The process running the task died before it finished.")
+    assert "Ray's records: the process crashed in native code: SIGSEGV, exit status 139." in text
+    assert "faulthandler" in text  # the fix for this death comes first
+    assert ".native_crash (interrupted," in text  # the call, from the session
+
+    # The same from a shell: the task's id, and the error's text on stdin.
+    session = raytrace_kit.open_session()
+    (call,) = [
+        c for c in session.calls(function="native_crash") if c.started >= conftest._test_started
+    ]
+    assert call.task_id is not None
+    by_task = _cli("explain", str(session.root), "--task", call.task_id[:16])
+    assert by_task.returncode == 0, by_task.stderr
+    assert "crashed in native code: SIGSEGV" in by_task.stdout
+    printed = "".join(traceback.format_exception(raised.value))  # as the user saw it
+    pasted = _cli("explain", str(session.root), stdin=printed)
+    assert pasted.returncode == 0, pasted.stderr
+    assert pasted.stdout.startswith("Worker died:")
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_an_error_text_is_explained_like_the_error() -> None:
+    """Pasting what ray.get printed gives what explain(exception) gives: the call included."""
+    with pytest.raises(ValueError, match="invalid literal") as raised:
+        ray.get(parse_row.remote("eight"))
+    printed = "".join(traceback.format_exception(raised.value))
+    from_text = explain(printed)
+    assert from_text.kind == "ValueError in a task"
+    assert from_text.call is not None
+    assert from_text.call.function.endswith(".parse_row")
+    assert "    return int(text)" in str(from_text)
+
+    shown = _cli("explain", str(raytrace_kit.open_session().root), stdin=printed)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("ValueError in a task: Your code raised ValueError in ")
+    assert "    return int(text)" in shown.stdout
+
+
+def test_explain_command_usage_and_exit_codes(tmp_path: Path) -> None:
+    not_ray = _cli("explain", str(tmp_path), stdin="KeyError: 'k'\n")
+    assert not_ray.returncode == 1
+    assert not_ray.stdout.startswith("Not a Ray error:")
+    (tmp_path / "events-abababababab-7.jsonl").write_text("")
+    missing = _cli("explain", str(tmp_path), "--task", "feedbeef")
+    assert missing.returncode == 3
+    assert "no call of task 'feedbeef'" in missing.stderr

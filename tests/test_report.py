@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import ray
 from ray.exceptions import WorkerCrashedError
 
 import raytrace_kit
-from raytrace_kit import debuggable
+from raytrace_kit import Report, debuggable
 
 from . import conftest
 
@@ -47,6 +49,24 @@ def parse_record(text: str) -> int:
 @ray.remote(max_retries=0)
 def crash() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@debuggable
+@ray.remote(max_retries=0)
+def segfault() -> None:
+    import ctypes  # noqa: PLC0415
+
+    ctypes.string_at(0)  # reads address 0: SIGSEGV in native code
+
+
+@debuggable
+@ray.remote
+class Ledger:
+    """A sync actor: its calls run one at a time, in the order they arrive."""
+
+    def record(self, seconds: float) -> float:
+        time.sleep(seconds)
+        return seconds
 
 
 @debuggable
@@ -119,10 +139,8 @@ def test_report_names_failures_deaths_and_findings(tmp_path: Path) -> None:
     titles = [f.title for f in made.findings]
     assert any(t.startswith("Tasks too small") and t.endswith(".tiny") for t in titles)
     assert any("one at a time" in t and t.endswith(".one_by_one") for t in titles)
-    assert any(
-        t.startswith("Retries hide a flaky function") and t.endswith(".flaky") for t in titles
-    )
-    assert "Processes died during calls" in titles
+    retries = next(f for f in made.findings if f.title.startswith("Retries hide flaky"))
+    assert ".flaky (1)" in retries.evidence
 
     text = str(made)
     assert "Findings" in text
@@ -141,3 +159,68 @@ def test_report_names_failures_deaths_and_findings(tmp_path: Path) -> None:
     )
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["overview"]["calls"] >= len(calls)
+
+
+def _report_until(predicate: object, since: str, timeout: float = 20.0) -> Report:
+    """The report of calls since ``since``, once ``predicate(report)`` holds.
+
+    Ray's GCS writes a worker's exit record a moment after ray.get has raised.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        made = raytrace_kit.report(since=since)
+        if predicate(made) or time.monotonic() > deadline:  # type: ignore[operator]
+            return made
+        time.sleep(0.5)
+
+
+def _cause_of(made: Report, suffix: str) -> str | None:
+    return next((i["cause"] for i in made.interrupted if i["function"].endswith(suffix)), None)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_deaths_are_explained_from_rays_own_records() -> None:
+    """A SIGKILLed worker and a segfault: Ray's records say which, the report says so."""
+    since = conftest._test_started
+    with pytest.raises(WorkerCrashedError):
+        ray.get(crash.remote())
+    with pytest.raises(WorkerCrashedError):
+        ray.get(segfault.remote())
+    made = _report_until(lambda r: _cause_of(r, ".crash") and _cause_of(r, ".segfault"), since)
+    assert made.overview["interrupted"] == 2  # the window holds only this test's calls
+    assert _cause_of(made, ".segfault") == "crashed in native code: SIGSEGV, exit status 139"
+    assert (_cause_of(made, ".crash") or "").startswith(
+        "vanished without Python shutting down: SIGKILL (exit status 137"
+    )
+    titles = {f.title: f for f in made.findings}
+    crash_finding = titles["Native crashes during calls"]
+    assert ".segfault never ended" in crash_finding.evidence
+    assert "faulthandler" in crash_finding.fix
+    killed = titles["Processes killed during calls (SIGKILL or os._exit)"]
+    assert ".crash never ended" in killed.evidence
+    assert "dmesg" in killed.fix
+    text = str(made)
+    assert "why (Ray's records)" in text
+    assert "SIGSEGV" in text
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_one_actor_serializing_the_work_is_named() -> None:
+    """Calls queued on one sync actor run back to back: named. Spaced out, they are not."""
+    since = conftest._test_started
+    ledger = Ledger.remote()
+    ray.get([ledger.record.remote(0.05) for _ in range(12)])  # all queued at once
+    serial = [f for f in raytrace_kit.report(since=since).findings if "serializes" in f.title]
+    assert len(serial) == 1
+    assert serial[0].title.startswith("One actor serializes the work: ")
+    assert serial[0].title.split(": ", 1)[1].startswith(f"{__name__}.Ledger (")
+    assert "its 12 calls ran back to back" in serial[0].evidence
+    assert "ray.util.ActorPool" in serial[0].fix
+
+    now = datetime.now(timezone.utc)
+    for _ in range(6):  # the caller waits between calls: the actor is not the queue
+        ray.get(ledger.record.remote(0.02))
+        time.sleep(0.1)
+    made = raytrace_kit.report(since=now)
+    assert made.overview["calls"] == 6
+    assert not [f for f in made.findings if "serializes" in f.title]

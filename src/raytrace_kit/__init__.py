@@ -2,55 +2,117 @@
 
 Decorate Ray remote functions and actor classes with :func:`debuggable`; every call then
 leaves structured events in the Ray session log directory of the node that ran it.
+
+Importing the package is cheap: each name loads its module (and Ray, for most) on first
+use, so ``raytrace-kit report`` and the pytest plugin start without importing Ray.
 """
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._driver.actor_class import DebuggableActorClass
-from raytrace_kit._driver.blocks import ProfileBlock, profile_cpu, profile_memory
-from raytrace_kit._driver.collect import collect
-from raytrace_kit._driver.decorate import debuggable
-from raytrace_kit._driver.function import DebuggableFunction
-from raytrace_kit._driver.stacks import stacks
-from raytrace_kit._local.actors import LocalActorHandle
-from raytrace_kit._local.refs import LocalRef, LocalRefGenerator
-from raytrace_kit._local.switch import is_local_mode, local_mode, set_local_mode
-from raytrace_kit._options import DebugOptions, Pin
-from raytrace_kit._output.logger import get_logger
-from raytrace_kit._output.paths import log_dir
-from raytrace_kit._reports.events import read_events
-from raytrace_kit._reports.explain import Explanation, explain
-from raytrace_kit._reports.profiles import (
-    CpuStats,
-    ProfileSummary,
-    cpu_stats,
-    flamegraph,
-    profile_summary,
-)
-from raytrace_kit._reports.report import Finding, Report, report
-from raytrace_kit._reports.session import Call, Session, open_session
-from raytrace_kit._reports.timeline import timeline
-from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
-from raytrace_kit._serialization.walk import check_serializable
-from raytrace_kit._worker.debugger import DebuggerEndpoint, attach_debugger
-from raytrace_kit._worker.runner import PinnedWorker
-from raytrace_kit._worker.stacks import ProcessStacks, ThreadStack
-from raytrace_kit.exceptions import (
-    EventsNotFoundError,
-    InvalidOptionError,
-    InvalidTargetError,
-    InvalidValueError,
-    LocalModeError,
-    NodeNotFoundError,
-    NotSerializableError,
-    ProfileError,
-    ProfileNotFoundError,
-    RaytraceKitError,
-    RaytraceKitWarning,
-    UsageError,
-)
+if TYPE_CHECKING:
+    from raytrace_kit._driver.actor_class import DebuggableActorClass
+    from raytrace_kit._driver.blocks import ProfileBlock, profile_cpu, profile_memory
+    from raytrace_kit._driver.collect import collect
+    from raytrace_kit._driver.decorate import debuggable
+    from raytrace_kit._driver.function import DebuggableFunction
+    from raytrace_kit._driver.stacks import stacks
+    from raytrace_kit._local.actors import LocalActorHandle
+    from raytrace_kit._local.refs import LocalRef, LocalRefGenerator
+    from raytrace_kit._local.switch import is_local_mode, local_mode, set_local_mode
+    from raytrace_kit._options import DebugOptions, Pin
+    from raytrace_kit._output.logger import get_logger
+    from raytrace_kit._output.paths import log_dir
+    from raytrace_kit._reports.events import read_events
+    from raytrace_kit._reports.explain import Explanation, explain
+    from raytrace_kit._reports.profiles import (
+        CpuStats,
+        ProfileSummary,
+        cpu_stats,
+        flamegraph,
+        profile_summary,
+    )
+    from raytrace_kit._reports.report import Finding, Report, report
+    from raytrace_kit._reports.session import Call, Session, open_session
+    from raytrace_kit._reports.timeline import timeline
+    from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
+    from raytrace_kit._serialization.walk import check_serializable
+    from raytrace_kit._worker.debugger import DebuggerEndpoint, attach_debugger
+    from raytrace_kit._worker.runner import PinnedWorker
+    from raytrace_kit._worker.stacks import ProcessStacks, ThreadStack
+    from raytrace_kit.exceptions import (
+        EventsNotFoundError,
+        InvalidOptionError,
+        InvalidTargetError,
+        InvalidValueError,
+        LocalModeError,
+        NodeNotFoundError,
+        NotSerializableError,
+        ProfileError,
+        ProfileNotFoundError,
+        RaytraceKitError,
+        RaytraceKitWarning,
+        UsageError,
+    )
+
+_LAZY = {
+    "DebuggableActorClass": "raytrace_kit._driver.actor_class",
+    "ProfileBlock": "raytrace_kit._driver.blocks",
+    "profile_cpu": "raytrace_kit._driver.blocks",
+    "profile_memory": "raytrace_kit._driver.blocks",
+    "collect": "raytrace_kit._driver.collect",
+    "debuggable": "raytrace_kit._driver.decorate",
+    "DebuggableFunction": "raytrace_kit._driver.function",
+    "stacks": "raytrace_kit._driver.stacks",
+    "LocalActorHandle": "raytrace_kit._local.actors",
+    "LocalRef": "raytrace_kit._local.refs",
+    "LocalRefGenerator": "raytrace_kit._local.refs",
+    "is_local_mode": "raytrace_kit._local.switch",
+    "local_mode": "raytrace_kit._local.switch",
+    "set_local_mode": "raytrace_kit._local.switch",
+    "DebugOptions": "raytrace_kit._options",
+    "Pin": "raytrace_kit._options",
+    "get_logger": "raytrace_kit._output.logger",
+    "log_dir": "raytrace_kit._output.paths",
+    "read_events": "raytrace_kit._reports.events",
+    "Explanation": "raytrace_kit._reports.explain",
+    "explain": "raytrace_kit._reports.explain",
+    "CpuStats": "raytrace_kit._reports.profiles",
+    "ProfileSummary": "raytrace_kit._reports.profiles",
+    "cpu_stats": "raytrace_kit._reports.profiles",
+    "flamegraph": "raytrace_kit._reports.profiles",
+    "profile_summary": "raytrace_kit._reports.profiles",
+    "Finding": "raytrace_kit._reports.report",
+    "Report": "raytrace_kit._reports.report",
+    "report": "raytrace_kit._reports.report",
+    "Call": "raytrace_kit._reports.session",
+    "Session": "raytrace_kit._reports.session",
+    "open_session": "raytrace_kit._reports.session",
+    "timeline": "raytrace_kit._reports.timeline",
+    "SerializationFailure": "raytrace_kit._serialization.report",
+    "SerializationReport": "raytrace_kit._serialization.report",
+    "check_serializable": "raytrace_kit._serialization.walk",
+    "DebuggerEndpoint": "raytrace_kit._worker.debugger",
+    "attach_debugger": "raytrace_kit._worker.debugger",
+    "PinnedWorker": "raytrace_kit._worker.runner",
+    "ProcessStacks": "raytrace_kit._worker.stacks",
+    "ThreadStack": "raytrace_kit._worker.stacks",
+    "EventsNotFoundError": "raytrace_kit.exceptions",
+    "InvalidOptionError": "raytrace_kit.exceptions",
+    "InvalidTargetError": "raytrace_kit.exceptions",
+    "InvalidValueError": "raytrace_kit.exceptions",
+    "LocalModeError": "raytrace_kit.exceptions",
+    "NodeNotFoundError": "raytrace_kit.exceptions",
+    "NotSerializableError": "raytrace_kit.exceptions",
+    "ProfileError": "raytrace_kit.exceptions",
+    "ProfileNotFoundError": "raytrace_kit.exceptions",
+    "RaytraceKitError": "raytrace_kit.exceptions",
+    "RaytraceKitWarning": "raytrace_kit.exceptions",
+    "UsageError": "raytrace_kit.exceptions",
+}
 
 try:
     __version__ = version("raytrace_kit")
@@ -113,3 +175,18 @@ __all__ = [
     "stacks",
     "timeline",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'raytrace_kit' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

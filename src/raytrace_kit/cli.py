@@ -4,6 +4,7 @@ Subcommands:
     report [SOURCE]     what failed and where, what died, where time and memory went
     events [SOURCE]     the events, one readable line each (or JSON lines with --json)
     timeline [SOURCE]   write a Chrome trace / Perfetto file of the calls
+    explain [SOURCE]    what a Ray error (on stdin, or --task ID) means, and what to do
     collect             copy every node's files from a running cluster to here
 
 ``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the latest Ray
@@ -38,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
     report.add_argument("--html", type=Path, help="also write it as one HTML file")
     report.add_argument("--json", action="store_true", help="print it as JSON")
+    report.add_argument("--since", help="only calls started at or after this ISO 8601 time")
+    report.add_argument("--until", help="only calls started before this ISO 8601 time")
 
     events = commands.add_parser("events", help="print the events, one line each")
     events.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
@@ -50,6 +53,16 @@ def _parser() -> argparse.ArgumentParser:
     timeline = commands.add_parser("timeline", help="write a Perfetto / Chrome trace file")
     timeline.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
     timeline.add_argument("-o", "--output", type=Path, help="the file (default: in SOURCE)")
+
+    explain = commands.add_parser(
+        "explain",
+        help="say what a Ray error means and what to do",
+        description="Explain a Ray error: paste its text on stdin (raytrace-kit explain < "
+        "error.txt), or name a task by its id (--task). The failing call's record, "
+        "traceback and Ray's account of a worker's death come from SOURCE.",
+    )
+    explain.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
+    explain.add_argument("--task", metavar="TASK_ID", help="a task id (or its first characters)")
 
     collect = commands.add_parser("collect", help="copy every node's files to here")
     collect.add_argument("--address", default="auto", help="the cluster (default: auto)")
@@ -117,7 +130,9 @@ def _events(arguments: argparse.Namespace) -> int:
 def _report(arguments: argparse.Namespace) -> int:
     import raytrace_kit  # noqa: PLC0415
 
-    made = raytrace_kit.report(_session(arguments.source))
+    made = raytrace_kit.report(
+        _session(arguments.source), since=arguments.since, until=arguments.until
+    )
     if arguments.html is not None:
         made.save_html(arguments.html)
     print(json.dumps(made.to_dict(), indent=1) if arguments.json else str(made))
@@ -130,6 +145,29 @@ def _timeline(arguments: argparse.Namespace) -> int:
     path = raytrace_kit.timeline(_session(arguments.source), arguments.output)
     print(path)
     return 0
+
+
+def _explain(arguments: argparse.Namespace) -> int:
+    from raytrace_kit._reports.explain import explain, explain_task  # noqa: PLC0415
+
+    if arguments.task:
+        print(explain_task(arguments.task, _session(arguments.source)))
+        return 0
+    if sys.stdin.isatty():
+        print(
+            "raytrace-kit explain: paste the error on stdin (raytrace-kit explain < error.txt), "
+            "or pass --task TASK_ID",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    text = sys.stdin.read()
+    try:
+        session = _session(arguments.source)
+    except Exception:
+        session = None
+    explained = explain(text, session)
+    print(explained)
+    return 0 if explained.kind != "Not a Ray error" else EXIT_FAILED
 
 
 def _collect(arguments: argparse.Namespace) -> int:
@@ -157,7 +195,13 @@ def _collect(arguments: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"report": _report, "events": _events, "timeline": _timeline, "collect": _collect}
+_COMMANDS = {
+    "report": _report,
+    "events": _events,
+    "timeline": _timeline,
+    "explain": _explain,
+    "collect": _collect,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

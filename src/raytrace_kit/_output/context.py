@@ -39,6 +39,7 @@ class ActiveCall:
         "mode",
         "owner",
         "parent",
+        "rss_start",
         "spec_fields",
         "spec_fragment",
         "started",
@@ -66,6 +67,7 @@ class ActiveCall:
         self.mode = mode
         self.owner = owner
         self.started = time.perf_counter()
+        self.rss_start: int | None = None  # the process's RSS at call.start, for call.end
         self.thread = threading.get_ident()
         self.call_id: str | None = None
         self.fragment = ""

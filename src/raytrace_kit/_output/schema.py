@@ -171,17 +171,31 @@ def args_members(
     return "," + members(shown_arguments(args, kwargs, names))
 
 
-def memory_members() -> str:
-    """The process's memory figures as members, starting with a comma (both call events)."""
-    rss, private, max_rss = _process.memory_figures()
+def memory_members(figures: tuple[int | None, int | None, int | None] | None = None) -> str:
+    """The process's memory figures as members, starting with a comma (both call events).
+
+    ``figures`` are :func:`raytrace_kit._process.memory_figures`, read now if not given.
+    """
+    rss, private, max_rss = _process.memory_figures() if figures is None else figures
     return (
         f',"rss_bytes":{_number(rss)},"rss_minus_shr_bytes":{_number(private)},'
         f'"max_rss_bytes":{_number(max_rss)}'
     )
 
 
-def end_members(duration_s: float, error: BaseException | None, cpu_s: float | None = None) -> str:
-    """``call.end``'s own members, starting with a comma: outcome, CPU and memory figures."""
+def end_members(
+    duration_s: float,
+    error: BaseException | None,
+    cpu_s: float | None = None,
+    rss_start: int | None = None,
+    figures: tuple[int | None, int | None, int | None] | None = None,
+) -> str:
+    """``call.end``'s own members, starting with a comma: outcome, CPU and memory figures.
+
+    ``rss_start`` is the RSS its ``call.start`` recorded: with it, a ``call.end`` alone
+    says how much the process grew during the call. ``figures`` as in
+    :func:`memory_members`.
+    """
     if error is None:
         status = '"status":"ok"'
     else:
@@ -194,7 +208,10 @@ def end_members(duration_s: float, error: BaseException | None, cpu_s: float | N
             }
         )
     cpu = "null" if cpu_s is None else f"{cpu_s:.6f}"
-    return f',"duration_s":{duration_s:.6f},"cpu_s":{cpu},{status}{memory_members()}'
+    return (
+        f',"duration_s":{duration_s:.6f},"cpu_s":{cpu},{status}{memory_members(figures)}'
+        f',"rss_start_bytes":{_number(rss_start)}'
+    )
 
 
 def user_traceback(error: BaseException) -> str:

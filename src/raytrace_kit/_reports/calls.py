@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
-__all__ = ["STARTED", "Call", "process_calls", "processes", "unique"]
+__all__ = [
+    "STARTED",
+    "Call",
+    "distinct_processes",
+    "iter_calls",
+    "process_calls",
+    "processes",
+    "unique",
+]
 
 
 class Call(msgspec.Struct, gc=False):
@@ -107,41 +116,110 @@ def processes(files: list[Path]) -> list[list[Path]]:
     return [[f for _, f in sorted(group, key=lambda item: -item[0])] for group in groups.values()]
 
 
-def process_calls(files: list[Path], made: list[Call]) -> None:
-    """Append the calls of one process: its files, oldest first, joined start to end."""
-    starts: dict[str, tuple[_Start, bytes]] = {}
-    end, start = _END, _START
-    append = made.append
+_BLOCK = 4 * 2**20  # read files in blocks: memory stays bounded however large a file is
+
+
+def _blocks(file: Path) -> Iterator[list[bytes]]:
+    """The lines of a file, a block's worth at a time (a cut last line joins the next block)."""
+    try:
+        handle = file.open("rb")
+    except OSError:
+        return  # removed (rotated away) while we listed: nothing to report
+    with handle:
+        rest = b""
+        while block := handle.read(_BLOCK):
+            lines = (rest + block).split(b"\n") if rest else block.split(b"\n")
+            rest = lines.pop()
+            yield lines
+        if rest:
+            yield [rest]
+
+
+def iter_calls(files: list[Path]) -> Iterator[Call]:  # noqa: PLR0912 -- the hot loop
+    """The calls of one process, as its files have them (end order), interrupted ones last.
+
+    ``files`` are the process's files oldest first (see :func:`processes`), so a call whose
+    start and end were rotated into two files joins. A ``call.start`` is decoded only when
+    its ``call.end`` lacks what it has (files of before ``rss_start_bytes``) or never came.
+    """
+    starts: dict[str, bytes] = {}
+    end = _END
     for file in files:
-        try:
-            data = file.read_bytes()
-        except OSError:
-            continue  # removed (rotated away) while we listed: nothing to report
-        for raw in data.splitlines():
-            at = raw.find(b'"event":"call.', 0, 120)  # the kit's compact lines: near the start
-            if at >= 0:
-                at += 14
-            else:  # written by another JSON writer ("key": "value"), or not a call event
-                at = raw.find(b'"event": "call.')
-                if at < 0:
-                    continue
-                at += 15
-            try:
-                if raw.startswith(b'end"', at):
-                    call = end(raw)
-                    pair = starts.pop(call.call_id, None)
-                    if pair is not None:
-                        call.started, call.rss_start_bytes = pair[0].timestamp, pair[0].rss_bytes
-                    append(call)
-                elif raw.startswith(b'start"', at):  # not a user's own "call.something"
-                    begun = start(raw)
-                    starts[begun.call_id] = (begun, raw)
-            except msgspec.DecodeError:
-                continue  # a line cut short by a killed process
-    for _, raw in starts.values():
+        for lines in _blocks(file):
+            for raw in lines:  # the hot loop: a million lines take a second or two
+                at = raw.find(b'"event":"call.', 0, 120)  # the kit's compact lines: near the start
+                if at >= 0:
+                    at += 14
+                else:  # written by another JSON writer ("key": "value"), or not a call event
+                    at = raw.find(b'"event": "call.')
+                    if at < 0:
+                        continue
+                    at += 15
+                try:
+                    if raw.startswith(b'end"', at):
+                        call = end(raw)
+                        begun = starts.pop(call.call_id, None)
+                        if begun is None:
+                            pass
+                        elif call.rss_start_bytes is not None and begun[_STAMP_END] == _QUOTE:
+                            call.started = begun[_STAMP_START:_STAMP_END].decode()
+                        else:  # another writer's line, or a call.end of before rss_start_bytes
+                            _join(call, begun)
+                        yield call
+                    elif raw.startswith(b'start"', at):  # not a user's own "call.something"
+                        found = raw.find(b'"call_id":"', at) + 11
+                        close = raw.find(b'"', found)
+                        if found > 10 and close > found:  # found is -1 + 11 when absent
+                            starts[raw[found:close].decode()] = raw
+                        else:
+                            starts[_START(raw).call_id] = raw
+                except (msgspec.DecodeError, IndexError, UnicodeDecodeError):
+                    continue  # a line cut short by a killed process
+    for raw in starts.values():
         interrupted = _interrupted(raw)
         if interrupted is not None:
-            append(interrupted)
+            yield interrupted
+
+
+# The kit's lines start {"timestamp":"<32 characters>", so a start time is read in place.
+_STAMP_START = len(b'{"timestamp":"')
+_STAMP_END = _STAMP_START + len("2026-11-22T19:03:13.237701+00:00")
+_QUOTE = ord('"')
+
+
+def _join(call: Call, raw: bytes) -> None:
+    """Give a finished call what its ``call.start`` line has: when it started, and its RSS."""
+    begun = _START(raw)
+    call.started = begun.timestamp
+    if call.rss_start_bytes is None:
+        call.rss_start_bytes = begun.rss_bytes
+
+
+def process_calls(files: list[Path], made: list[Call]) -> None:
+    """Append the calls of one process (see :func:`iter_calls`)."""
+    made.extend(iter_calls(files))
+
+
+def distinct_processes(files: list[Path]) -> list[list[Path]]:
+    """:func:`processes`, each process once.
+
+    The same process's files found twice (a copy, a collection) count once: the copy with
+    the most bytes (a copy taken while the process ran is a prefix of the other).
+    """
+    chosen: dict[str, tuple[int, list[Path]]] = {}
+    for group in processes(files):
+        stem = _ROTATED.sub(r"\g<stem>", group[-1].name)
+        size = sum(_size(file) for file in group)
+        if stem not in chosen or size > chosen[stem][0]:
+            chosen[stem] = (size, group)
+    return [group for _, group in chosen.values()]
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except OSError:
+        return 0
 
 
 def unique(calls: list[Call]) -> list[Call]:

@@ -9,16 +9,17 @@ that call: its function, node, process, duration, memory and traceback.
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ray import exceptions as ray_errors
-
+from raytrace_kit import exceptions as kit_errors
 from raytrace_kit._reports.calls import Call
+from raytrace_kit._reports.deaths import WorkerDeath, find_ray_logs, worker_deaths
 from raytrace_kit._reports.session import Session, open_session
 from raytrace_kit.exceptions import EventsNotFoundError, NotSerializableError, RaytraceKitError
 
-__all__ = ["Explanation", "explain"]
+__all__ = ["Explanation", "explain", "explain_task"]
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,10 @@ _OOM_CHECK = (
 )
 
 
-def _by_type(exc: BaseException) -> Explanation:  # noqa: PLR0911 -- one answer per kind
-    text = str(exc)
-    if isinstance(exc, ray_errors.OutOfMemoryError):
+def _by_type(kind: type, text: str, init_failed: bool = False) -> Explanation:  # noqa: PLR0911 -- one answer per kind
+    from ray import exceptions as ray_errors  # noqa: PLC0415 -- Ray loads only to explain
+
+    if issubclass(kind, ray_errors.OutOfMemoryError):
         return Explanation(
             "Out of memory",
             "Ray's memory monitor killed the worker: its node was running out of memory.",
@@ -90,7 +92,7 @@ def _by_type(exc: BaseException) -> Explanation:  # noqa: PLR0911 -- one answer 
             ("run fewer at once: ask for more CPUs or memory per task (num_cpus=, memory=)",
              "find what grows: @debuggable(profile='memray') on the function"),
         )  # fmt: skip
-    if isinstance(exc, ray_errors.WorkerCrashedError):
+    if issubclass(kind, ray_errors.WorkerCrashedError):
         return Explanation(
             "Worker died",
             "The process running the task died before it finished.",
@@ -102,7 +104,7 @@ def _by_type(exc: BaseException) -> Explanation:  # noqa: PLR0911 -- one answer 
             ("give each task more memory, or run fewer at once",
              "for native crashes: faulthandler, or run the task in local mode under a debugger"),
         )  # fmt: skip
-    if isinstance(exc, ray_errors.ActorUnavailableError):
+    if issubclass(kind, ray_errors.ActorUnavailableError):
         return Explanation(
             "Actor unavailable",
             "The actor could not be reached for now (restarting, or its node unreachable).",
@@ -110,9 +112,9 @@ def _by_type(exc: BaseException) -> Explanation:  # noqa: PLR0911 -- one answer 
             ("'ray list actors' for its state",),
             ("retry the call; set max_task_retries on the actor to let Ray retry it",),
         )  # fmt: skip
-    if isinstance(exc, ray_errors.RayActorError):
-        return _actor_died(exc, text)
-    if isinstance(exc, ray_errors.OwnerDiedError):
+    if issubclass(kind, ray_errors.RayActorError):
+        return _actor_died(text, init_failed)
+    if issubclass(kind, ray_errors.OwnerDiedError):
         return Explanation(
             "Owner died",
             "The process that created the object (its owner) died, so the object is gone.",
@@ -120,7 +122,7 @@ def _by_type(exc: BaseException) -> Explanation:  # noqa: PLR0911 -- one answer 
             ("which process owned it: the error names its address",),
             ("keep the owner alive while others use its refs; return values instead of refs",),
         )
-    if isinstance(exc, ray_errors.ObjectLostError):
+    if issubclass(kind, ray_errors.ObjectLostError):
         return Explanation(
             "Object lost",
             "An object's copies were all lost (a node died, or it was evicted) and could not "
@@ -129,7 +131,7 @@ def _by_type(exc: BaseException) -> Explanation:  # noqa: PLR0911 -- one answer 
             ("'ray status' for dead nodes",),
             ("let the task that made it be retried (max_retries), or persist large results",),
         )  # fmt: skip
-    if isinstance(exc, ray_errors.GetTimeoutError):
+    if issubclass(kind, ray_errors.GetTimeoutError):
         return Explanation(
             "Timed out",
             "ray.get gave up waiting: the call had not finished within the timeout.",
@@ -140,29 +142,29 @@ def _by_type(exc: BaseException) -> Explanation:  # noqa: PLR0911 -- one answer 
              "'ray status' for pending resource demands"),
             ("raise the timeout if it is only slow; fix the resource request if it never starts",),
         )  # fmt: skip
-    if isinstance(exc, ray_errors.TaskCancelledError):
+    if issubclass(kind, ray_errors.TaskCancelledError):
         return Explanation("Cancelled", "The task was cancelled (ray.cancel) before it finished.")
-    if isinstance(exc, ray_errors.NodeDiedError | ray_errors.RaySystemError):
+    if issubclass(kind, ray_errors.NodeDiedError | ray_errors.RaySystemError):
         return Explanation(
             "Ray system error",
-            f"Ray itself failed: {text.splitlines()[0] if text else type(exc).__name__}.",
+            f"Ray itself failed: {text.splitlines()[0] if text else kind.__name__}.",
             ("a node died, or a Ray process crashed",),
             ("'ray status', and the logs in the session directory",),
         )
-    if isinstance(exc, NotSerializableError):
+    if issubclass(kind, NotSerializableError):
         return Explanation(
             "Not serializable",
             "Ray could not serialize something the call needs; nothing was submitted.",
             check=(text,),
             fix=("create the object inside the task or actor, or pass what it is made from",),
         )
-    if isinstance(exc, RaytraceKitError):
-        return Explanation(type(exc).__name__, text)
-    return Explanation(type(exc).__name__, text or "an error without a message")
+    if issubclass(kind, RaytraceKitError):
+        return Explanation(kind.__name__, text)
+    return Explanation(kind.__name__, text or "an error without a message")
 
 
-def _actor_died(exc: BaseException, text: str) -> Explanation:
-    if getattr(exc, "_actor_init_failed", False):
+def _actor_died(text: str, init_failed: bool) -> Explanation:
+    if init_failed:
         return Explanation(
             "Actor died",
             "The actor's __init__ raised, so the actor never started; every call fails.",
@@ -193,16 +195,18 @@ def _cause_type(exc: BaseException) -> type:
     cause = getattr(exc, "cause", None)
     if cause is not None:
         return type(cause)
+    from ray.exceptions import RayError  # noqa: PLC0415
+
     return next(
-        (base for base in type(exc).__mro__[1:] if not issubclass(base, ray_errors.RayError)),
+        (base for base in type(exc).__mro__[1:] if not issubclass(base, RayError)),
         type(exc),
     )
 
 
-def _failing_call(exc: BaseException, cause_type: type, session: Session | None) -> Call | None:
-    """The call of the session that raised ``exc``: by pid, function and error type."""
-    pid = getattr(exc, "pid", None)
-    name = str(getattr(exc, "function_name", "") or "")
+def _failing_call(
+    pid: int | None, name: str, cause_name: str, session: Session | None
+) -> Call | None:
+    """The call of the session that raised: by pid, function and error type."""
     try:
         calls = (session or open_session()).calls(status="error")
     except (EventsNotFoundError, OSError):
@@ -213,36 +217,154 @@ def _failing_call(exc: BaseException, cause_type: type, session: Session | None)
         short = call.function.rsplit(".", 1)[-1]
         if name and short not in name:
             continue
-        if call.error_type != cause_type.__name__:
+        if call.error_type != cause_name:
             continue
         return call
     return None
 
 
-def explain(exc: BaseException, session: Session | None = None) -> Explanation:
+def explain(exc: BaseException | str, session: Session | None = None) -> Explanation:
     """Say what an error from ``ray.get`` (or the kit) means, and what to do about it.
 
     Args:
         exc: The exception: any Ray error (``RayTaskError`` of any cause, out of memory,
             worker or actor death, lost objects, timeouts, system errors) or the kit's.
+            Or its text, as printed (``raytrace-kit explain`` reads it from stdin).
         session: Where to look for the failing call's events (default: this process's
             current session).
 
     Returns:
         ``str()`` gives plain text; notebooks render ``_repr_html_()``.
     """
-    if isinstance(exc, ray_errors.RayTaskError):
-        cause_type = _cause_type(exc)
-        call = _failing_call(exc, cause_type, session)
-        where = f" in {call.function}" if call is not None else ""
-        pid = getattr(exc, "pid", None) or (call.pid if call is not None else None)
+    if isinstance(exc, str):
+        return _explain_text(exc, session)
+    from ray.exceptions import RayTaskError  # noqa: PLC0415 -- Ray loads only to explain
+
+    if isinstance(exc, RayTaskError):
+        pid = getattr(exc, "pid", None)
+        name = str(getattr(exc, "function_name", "") or "")
+        return _task_error(_cause_type(exc).__name__, pid, name, session)
+    explained = _by_type(type(exc), str(exc), bool(getattr(exc, "_actor_init_failed", False)))
+    return _with_death(explained, type(exc), session)
+
+
+def _task_error(cause: str, pid: int | None, name: str, session: Session | None) -> Explanation:
+    call = _failing_call(pid, name, cause, session)
+    where = f" in {call.function}" if call is not None else ""
+    pid = pid or (call.pid if call is not None else None)
+    return Explanation(
+        f"{cause} in a task",
+        f"Your code raised {cause}{where}"
+        + (f" (pid {pid})" if pid else "")
+        + "; ray.get re-raised it here.",
+        check=("the traceback below: the last frame is where it was raised",),
+        fix=("reproduce it in this process: with raytrace_kit.local_mode(post_mortem=True)",),
+        call=call,
+    )
+
+
+def _with_death(explained: Explanation, kind: type, session: Session | None) -> Explanation:
+    """For a worker death: the session's latest interrupted call, and why Ray says it died."""
+    from ray import exceptions as ray_errors  # noqa: PLC0415
+
+    if not issubclass(kind, ray_errors.WorkerCrashedError | ray_errors.OutOfMemoryError):
+        return explained
+    try:
+        interrupted = (session or open_session()).calls(status="interrupted")
+    except (EventsNotFoundError, OSError):
+        return explained
+    if not interrupted:
+        return explained
+    call = interrupted[-1]
+    return _died(explained, call, _death_of(call, session))
+
+
+def _death_of(call: Call, session: Session | None) -> WorkerDeath | None:
+    try:
+        root = (session or open_session()).root
+    except (EventsNotFoundError, OSError):
+        return None
+    logs = find_ray_logs(root)
+    if logs is None or not call.worker_id:
+        return None
+    return worker_deaths(logs, [call.worker_id]).get(call.worker_id)
+
+
+def _died(explained: Explanation, call: Call, death: WorkerDeath | None) -> Explanation:
+    if death is None:
         return Explanation(
-            f"{cause_type.__name__} in a task",
-            f"Your code raised {cause_type.__name__}{where}"
-            + (f" (pid {pid})" if pid else "")
-            + "; ray.get re-raised it here.",
-            check=("the traceback below: the last frame is where it was raised",),
-            fix=("reproduce it in this process: with raytrace_kit.local_mode(post_mortem=True)",),
+            explained.kind, explained.what, explained.causes, explained.check, explained.fix,
+            call=call,
+        )  # fmt: skip
+    return Explanation(
+        explained.kind,
+        f"{explained.what} Ray's records: the process {death.cause}.",
+        explained.causes,
+        explained.check,
+        (death.fix, *explained.fix),
+        call=call,
+        details={"exit_type": death.exit_type, "ray_detail": death.detail},
+    )
+
+
+# "ray.exceptions.RayTaskError(ValueError): ray::parse_row() (pid=12, ip=...)", or a
+# plain "WorkerCrashedError: ...", in a pasted traceback or error message.
+_NAMED = re.compile(
+    r"(?:\b(?:ray\.exceptions|raytrace_kit\.exceptions)\.)?\b(?P<name>[A-Z]\w*(?:Error|Exception))"
+    r"(?:\((?P<cause>\w+)\))?:"
+)
+_TASK = re.compile(r"ray::(?P<function>[\w.<>]+)\(\)(?: \(pid=(?P<pid>\d+))?")
+
+
+def _explain_text(text: str, session: Session | None) -> Explanation:
+    """Explain an error from its printed text: the first Ray or kit error it names."""
+    from ray import exceptions as ray_errors  # noqa: PLC0415
+
+    for match in _NAMED.finditer(text):
+        name = match["name"]
+        kind = getattr(ray_errors, name, None) or getattr(kit_errors, name, None)
+        if not isinstance(kind, type) or not issubclass(kind, BaseException):
+            continue
+        message = text[match.end() :].strip()
+        if issubclass(kind, ray_errors.RayTaskError):
+            task = _TASK.search(message)
+            cause = match["cause"] or "an exception"
+            pid = int(task["pid"]) if task and task["pid"] else None
+            return _task_error(cause, pid, task["function"] if task else "", session)
+        init_failed = "__init__" in message or "creation task" in message
+        return _with_death(_by_type(kind, message, init_failed), kind, session)
+    return Explanation(
+        "Not a Ray error",
+        "The text names no Ray or raytrace_kit error.",
+        check=("paste the whole error as printed, including its last lines",),
+    )
+
+
+def explain_task(task_id: str, session: Session) -> Explanation:
+    """Explain what happened to a task, by (a prefix of) its Ray task id, from the session.
+
+    Raises:
+        EventsNotFoundError: the session has no call of that task.
+    """
+    calls = [c for c in session.calls() if c.task_id and c.task_id.startswith(task_id)]
+    if not calls:
+        msg = f"no call of task {task_id!r} in {session.root}"
+        raise EventsNotFoundError(msg)
+    call = calls[-1]  # the last attempt
+    attempts = f" (attempt {call.attempt}, of {len(calls)} recorded)" if len(calls) > 1 else ""
+    if call.status == "ok":
+        return Explanation(
+            "Succeeded",
+            f"{call.function} succeeded{attempts} in {call.duration_s or 0:.3f} s.",
             call=call,
         )
-    return _by_type(exc)
+    if call.status == "error":
+        explained = _task_error(call.error_type or "an exception", call.pid, "", session)
+        return Explanation(
+            explained.kind, explained.what + attempts, explained.causes, explained.check,
+            explained.fix, call=call,
+        )  # fmt: skip
+    from ray.exceptions import WorkerCrashedError  # noqa: PLC0415
+
+    died = _by_type(WorkerCrashedError, "")
+    return _died(died, call, _death_of(call, session))

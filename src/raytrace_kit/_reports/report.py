@@ -10,18 +10,21 @@ notebooks, ``to_dict()`` for machines, ``save_html()`` one file that renders off
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import statistics
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._reports.calls import Call
-from raytrace_kit._reports.session import Session, open_session
+from raytrace_kit._reports.calls import distinct_processes, iter_calls
+from raytrace_kit._reports.deaths import find_ray_logs, worker_deaths
+from raytrace_kit._reports.session import Session, instant, open_session
+from raytrace_kit._reports.tally import Finding, Tally, seconds
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from rich.console import Console
     from rich.table import Table
 
@@ -30,17 +33,8 @@ __all__ = ["Finding", "Report", "report"]
 TINY_SECONDS = 0.010  # a median call shorter than this: scheduling costs more than the work
 TINY_MIN_CALLS = 20
 SERIAL_MIN_CHILDREN = 5
-LEAK_MIN_CALLS = 5  # a process whose RSS rose over at least this many calls in a row...
-LEAK_MIN_BYTES = 32 * 2**20  # ...by at least this much in all: the leak signature
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem the records show: what, the evidence, and the fix."""
-
-    title: str
-    evidence: str
-    fix: str
+SERIAL_ACTOR_SHARE = 0.5  # an actor busy at least this share of the run...
+SERIAL_GAP_S = 0.002  # ...its calls this close (or a tenth of a call)...: it is the queue
 
 
 @dataclass
@@ -96,12 +90,13 @@ class Report:
         if self.interrupted:
             table = _table(
                 "Interrupted calls (their process died)",
-                ("function", "node", "pid", "started", "rss at start"),
+                ("function", "node", "pid", "started", "rss at start", "why (Ray's records)"),
             )
             for i in self.interrupted:
                 table.add_row(
                     escape(i["function"]), (i["node_id"] or "?")[:12], str(i["pid"]),
                     i["started"][11:23], _mib(i["rss_start_bytes"]),
+                    escape(i.get("cause") or "no record"),
                 )  # fmt: skip
             console.print(table)
         if self.slowest:
@@ -163,39 +158,21 @@ def _mib(value: int | None) -> str:
     return "?" if value is None else f"{value / 2**20:.1f} MiB"
 
 
-def _seconds(stamp: str) -> float:
-    return datetime.fromisoformat(stamp).timestamp()
+def _failures(tally: Tally) -> list[dict[str, Any]]:
+    groups = sorted(tally.failures.values(), key=lambda g: -g["count"])
+    for group in groups:
+        group["task_ids"] = sorted(set(group["task_ids"]))
+        group["nodes"] = sorted(group["nodes"])
+    return groups
 
 
-def _failures(calls: list[Call]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], list[Call]] = defaultdict(list)
-    for call in calls:
-        if call.status == "error":
-            groups[(call.function, call.error_type or "?")].append(call)
-    return [
-        {
-            "function": function,
-            "error_type": error_type,
-            "count": len(group),
-            "first": group[0].ended or group[0].started,
-            "last": group[-1].ended or group[-1].started,
-            "traceback": group[-1].traceback,
-            "task_ids": sorted({c.task_id for c in group if c.task_id}),
-            "nodes": sorted({c.node_id for c in group if c.node_id}),
-        }
-        for (function, error_type), group in sorted(groups.items(), key=lambda g: -len(g[1]))
-    ]
-
-
-def _slowest(calls: list[Call], span: float) -> list[dict[str, Any]]:
-    by_function: dict[str, list[float]] = defaultdict(list)
-    for call in calls:
-        if call.duration_s is not None:
-            by_function[call.function].append(call.duration_s)
+def _slowest(tally: Tally, span: float) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for function, durations in by_function.items():
-        durations.sort()
-        total = sum(durations)
+    for function, aggregate in tally.functions.items():
+        if not aggregate.durations:
+            continue
+        durations = sorted(aggregate.durations)
+        total = math.fsum(durations)
         rows.append({
             "function": function,
             "count": len(durations),
@@ -209,56 +186,45 @@ def _slowest(calls: list[Call], span: float) -> list[dict[str, Any]]:
     return rows[:10]
 
 
-def _memory(calls: list[Call]) -> list[dict[str, Any]]:
-    growth: dict[str, int] = defaultdict(int)
-    private: dict[str, int] = defaultdict(int)
-    for call in calls:
-        if call.rss_growth_bytes is not None:
-            growth[call.function] = max(growth[call.function], call.rss_growth_bytes)
-        if call.rss_minus_shr_end_bytes is not None:
-            private[call.function] = max(private[call.function], call.rss_minus_shr_end_bytes)
-    rows = [
-        {"function": f, "max_growth_bytes": growth.get(f), "max_private_bytes": private.get(f)}
-        for f in sorted(set(growth) | set(private), key=lambda f: -growth.get(f, 0))
+def _memory(tally: Tally) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        {"function": f, "max_growth_bytes": a.growth, "max_private_bytes": a.private}
+        for f, a in tally.functions.items()
+        if a.growth is not None or a.private is not None
     ]
+    rows.sort(key=lambda r: -(r["max_growth_bytes"] or 0))
     return rows[:10]
 
 
-def _tiny_tasks(calls: list[Call]) -> list[Finding]:
-    durations: dict[str, list[float]] = defaultdict(list)
-    for call in calls:
-        if call.duration_s is not None and call.kind == "task":
-            durations[call.function].append(call.duration_s)
-    return [
-        Finding(
-            f"Tasks too small: {function}",
-            f"{len(values)} calls, median {statistics.median(values) * 1000:.2f} ms: Ray's cost "
-            "of scheduling a task (about a millisecond) outweighs the work",
-            "batch the work: one task per chunk of items instead of one per item",
-        )
-        for function, values in durations.items()
-        if len(values) >= TINY_MIN_CALLS and statistics.median(values) < TINY_SECONDS
-    ]
-
-
-def _one_at_a_time(calls: list[Call]) -> list[Finding]:
-    children: dict[str, list[Call]] = defaultdict(list)
-    for call in calls:  # local mode runs calls one at a time by design: not a finding
-        if call.parent_call_id and call.ended and call.mode != "local":
-            children[call.parent_call_id].append(call)
-    names = {c.call_id: c.function for c in calls}
+def _tiny_tasks(tally: Tally) -> list[Finding]:
     found = []
-    for parent, kids in children.items():
-        if len(kids) < SERIAL_MIN_CHILDREN:
+    for function, aggregate in sorted(tally.functions.items()):
+        values = aggregate.durations
+        if not aggregate.task or len(values) < TINY_MIN_CALLS:
             continue
-        kids.sort(key=lambda c: c.started)
-        if all(
-            _seconds(later.started) >= _seconds(earlier.ended or earlier.started)
-            for earlier, later in itertools.pairwise(kids)
-        ):
+        median = statistics.median(values)
+        if median < TINY_SECONDS:
             found.append(Finding(
-                f"Calls submitted and waited on one at a time by {names.get(parent, parent)}",
-                f"its {len(kids)} calls never overlapped: each started after the previous "
+                f"Tasks too small: {function}",
+                f"{len(values)} calls, median {median * 1000:.2f} ms: Ray's cost of "
+                "scheduling a task (about a millisecond) outweighs the work",
+                "batch the work: one task per chunk of items instead of one per item",
+            ))  # fmt: skip
+    return found
+
+
+def _one_at_a_time(tally: Tally) -> list[Finding]:
+    found = []
+    for parent, times in tally.children.items():
+        kids = len(times) // 2
+        if kids < SERIAL_MIN_CHILDREN:
+            continue
+        spans = sorted(zip(times[::2], times[1::2], strict=True))
+        if all(later[0] >= earlier[1] - 1e-4 for earlier, later in itertools.pairwise(spans)):
+            found.append(Finding(
+                f"Calls submitted and waited on one at a time by "
+                f"{tally.names.get(parent, parent)}",
+                f"its {kids} task calls never overlapped: each started after the previous "
                 "ended (the ray.get-in-a-loop pattern)",
                 "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
                 "xs]; ray.get(refs)",
@@ -266,113 +232,153 @@ def _one_at_a_time(calls: list[Call]) -> list[Finding]:
     return found
 
 
-def _leaks(calls: list[Call]) -> list[Finding]:
-    """Processes whose memory grows call after call: the leak signature."""
-    by_process: dict[tuple[str | None, int | None], list[Call]] = defaultdict(list)
-    for call in calls:
-        if call.rss_end_bytes is not None and call.ended:
-            by_process[(call.node_id, call.pid)].append(call)
+def _serializing_actors(tally: Tally, span: float) -> list[Finding]:
+    """One actor running the work back to back while the rest of the run idles."""
+    if span <= 0:
+        return []
+    total_busy = math.fsum(math.fsum(a.durations) for a in tally.functions.values())
     found = []
-    for (node, pid), ordered in by_process.items():
-        ordered.sort(key=lambda c: c.ended or "")
-        run: list[Call] = ordered[:1]
-        best: list[Call] = []
-        for earlier, later in itertools.pairwise(ordered):
-            if (later.rss_end_bytes or 0) > (earlier.rss_end_bytes or 0):
-                run.append(later)
-            else:
-                run = [later]
-            if len(run) > len(best):
-                best = list(run)
-        if len(best) < LEAK_MIN_CALLS:
+    for actor_id, run in tally.actors.items():
+        if run.calls < SERIAL_MIN_CHILDREN or run.overlapped:
             continue
-        grown = (best[-1].rss_end_bytes or 0) - (
-            best[0].rss_start_bytes or best[0].rss_end_bytes or 0
-        )
-        if grown < LEAK_MIN_BYTES:
+        share = run.busy / span
+        mean_gap = run.gaps / (run.calls - 1)
+        others = max(total_busy - run.busy, 0.0) / span  # processes busy on average
+        if share < SERIAL_ACTOR_SHARE or others >= 1.0:
             continue
-        functions = sorted({c.function for c in best})
+        if mean_gap > max(SERIAL_GAP_S, 0.1 * run.busy / run.calls):
+            continue
+        owner = run.function.rsplit(".", 1)[0]
         found.append(Finding(
-            f"Memory grows call after call: pid {pid} on node {(node or '?')[:12]}",
-            f"RSS rose over {len(best)} calls in a row, by {grown / 2**20:.0f} MiB in all, in "
-            f"calls of {', '.join(functions)}: something keeps what each call makes",
-            "profile that actor for its whole life: @debuggable(profile='memray', "
-            "profile_scope='actor'), then look at what is still allocated at the end",
+            f"One actor serializes the work: {owner} ({actor_id[:12]})",
+            f"its {run.calls} calls ran back to back (mean gap {mean_gap * 1000:.1f} ms) and "
+            f"kept it busy {share:.0%} of the run, while all other calls together kept "
+            f"{others:.1f} processes busy on average",
+            "spread the work over several actors (ray.util.ActorPool), move stateless work "
+            "into tasks, or let calls that wait on I/O overlap (async methods, "
+            "max_concurrency)",
         ))  # fmt: skip
     return found
 
 
-def _other_findings(calls: list[Call]) -> list[Finding]:
+def _other_findings(tally: Tally) -> list[Finding]:
     found = []
-    busy = [c for c in calls if c.cpu_s and c.duration_s and c.cpu_s > 1.5 * c.duration_s]
-    if busy:
-        worst = max(busy, key=lambda c: (c.cpu_s or 0) / (c.duration_s or 1))
+    if tally.busy:
+        ratio, function = tally.busiest
         found.append(Finding(
-            f"CPU oversubscription: {worst.function}",
-            f"{len(busy)} call(s) used more CPU time than wall time (up to "
-            f"{(worst.cpu_s or 0) / (worst.duration_s or 1):.1f}x): several threads each",
+            f"CPU oversubscription: {function}",
+            f"{tally.busy} call(s) used more CPU time than wall time (up to {ratio:.1f}x): "
+            "several threads each",
             "limit the library's threads (OMP_NUM_THREADS) or ask for as many CPUs (num_cpus=)",
         ))  # fmt: skip
-    retried: dict[str, int] = defaultdict(int)
-    for call in calls:
-        if call.status == "ok" and (call.attempt or 0) > 0:
-            retried[call.function] += 1
-    found.extend(
-        Finding(
-            f"Retries hide a flaky function: {function}",
-            f"{count} call(s) succeeded only after a retry",
-            "find why the first attempts fail: open_session().calls(function=...) and their "
-            "tracebacks",
-        )
-        for function, count in retried.items()
+    retried = sorted(
+        ((a.retries, f) for f, a in tally.functions.items() if a.retries), reverse=True
     )
-    interrupted = [c for c in calls if c.status == "interrupted"]
-    if interrupted:
+    if retried:
+        names = ", ".join(f"{f} ({count})" for count, f in retried[:5])
+        more = f" and {len(retried) - 5} more" if len(retried) > 5 else ""
         found.append(Finding(
-            "Processes died during calls",
-            f"{len(interrupted)} call(s) never ended (see 'Interrupted calls'): most often the "
-            "OOM killer (exit 137) or a native crash (exit 139)",
-            "compare their rss at start with the node's memory; give tasks more memory or run "
-            "fewer at once",
+            f"Retries hide flaky functions: {retried[0][1]}"
+            + (f" and {len(retried) - 1} more" if len(retried) > 1 else ""),
+            f"{sum(c for c, _ in retried)} call(s) succeeded only after a retry: {names}{more}",
+            "find why the first attempts fail: open_session().calls(function=..., "
+            "status='error') and their tracebacks (or raytrace-kit events --status error)",
         ))  # fmt: skip
     return found
 
 
-def report(source: str | os.PathLike[str] | Session | None = None) -> Report:
+_DEATH_TITLES = {
+    "oom": "Out-of-memory kills cut calls off",
+    "killed": "Processes killed during calls (SIGKILL or os._exit)",
+    "crash": "Native crashes during calls",
+    "exit": "Processes exited during calls",
+    "intended": "Processes ended on purpose during calls",
+}
+
+
+def _deaths(session: Session, tally: Tally) -> list[Finding]:
+    """Why the interrupted calls' processes died, from Ray's records: rows and findings."""
+    if not tally.interrupted_count:
+        return []
+    logs = find_ray_logs(session.root)
+    rows = tally.interrupted
+    deaths = worker_deaths(logs, (row["worker_id"] for row in rows)) if logs else {}
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        death = deaths.get(row["worker_id"] or "")
+        row["cause"] = death.cause if death else None
+        row["exit_type"] = death.exit_type if death else None
+        row["fix"] = death.fix if death else None
+        by_kind.setdefault(death.kind if death else "unknown", []).append(row)
+    found = []
+    for kind, group in by_kind.items():
+        functions = ", ".join(sorted({row["function"] for row in group}))
+        if kind == "unknown":
+            where = "no Ray record of their workers was found" + (
+                f" in {logs}" if logs else " (open the Ray session directory to use its logs)"
+            )
+            found.append(Finding(
+                "Processes died during calls",
+                f"{len(group)} call(s) of {functions} never ended; {where}. Most often the "
+                "OOM killer (exit status 137) or a native crash (139)",
+                "compare their rss at start with the node's memory; give tasks more memory or "
+                "run fewer at once",
+            ))  # fmt: skip
+            continue
+        found.append(Finding(
+            _DEATH_TITLES.get(kind, "Processes died during calls"),
+            f"{len(group)} call(s) of {functions} never ended: their process "
+            f"{group[0]['cause']}",
+            group[0]["fix"] or "",
+        ))  # fmt: skip
+    return found
+
+
+def report(
+    source: str | os.PathLike[str] | Session | None = None,
+    *,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+) -> Report:
     """The answers about a run: overview, failures, interrupted calls, time, memory, findings.
+
+    It streams over the events once and keeps aggregates, so a million events take a few
+    seconds and well under 256 MB (``benchmarks/report.py``).
 
     Args:
         source: What :func:`raytrace_kit.open_session` takes, or a session.
+        since: Only calls that started at or after this time (ISO 8601 text, ``Z`` or an
+            offset, or a ``datetime``; naive ones are UTC): one run of a long session.
+        until: Only calls that started before this time (as ``since``).
     """
     session = source if isinstance(source, Session) else open_session(source)
-    calls = session.calls()
-    stamps = [s for c in calls for s in (c.started, c.ended) if s]
-    span = _seconds(max(stamps)) - _seconds(min(stamps)) if stamps else 0.0
+    tally = Tally(instant(since), instant(until))
+    for files in distinct_processes(session.files):
+        tally.process(iter_calls(files))
+    span = seconds(tally.last) - seconds(tally.first) if tally.last else 0.0
     overview = {
-        "calls": len(calls),
-        "failed": sum(c.status == "error" for c in calls),
-        "interrupted": sum(c.status == "interrupted" for c in calls),
-        "retried": sum((c.attempt or 0) > 0 for c in calls),
-        "nodes": len({c.node_id for c in calls if c.node_id}),
-        "processes": len({(c.node_id, c.pid) for c in calls}),
+        "calls": tally.calls,
+        "failed": tally.failed,
+        "interrupted": tally.interrupted_count,
+        "retried": tally.retried,
+        "nodes": len(tally.nodes),
+        "processes": tally.processes,
         "span_s": span,
     }
-    failures = _failures(calls)
-    interrupted = [
-        {k: getattr(c, k) for k in ("function", "node_id", "pid", "started", "rss_start_bytes")}
-        for c in calls
-        if c.status == "interrupted"
-    ]
+    tally.interrupted.sort(key=lambda i: i["started"])
+    deaths = _deaths(session, tally)
     return Report(
         overview=overview,
-        failures=failures,
-        interrupted=interrupted,
-        slowest=_slowest(calls, span),
-        memory=_memory(calls),
+        failures=_failures(tally),
+        interrupted=tally.interrupted,
+        slowest=_slowest(tally, span),
+        memory=_memory(tally),
         findings=[
-            *_tiny_tasks(calls),
-            *_one_at_a_time(calls),
-            *_leaks(calls),
-            *_other_findings(calls),
+            *_tiny_tasks(tally),
+            *_one_at_a_time(tally),
+            *_serializing_actors(tally, span),
+            *tally.leaks,
+            *deaths,
+            *_other_findings(tally),
         ],
     )

@@ -20,11 +20,18 @@ from typing import Any
 
 import msgspec
 
-from raytrace_kit._output import paths
-from raytrace_kit._reports.calls import STARTED, Call, process_calls, processes, unique
+from raytrace_kit._reports.calls import (
+    STARTED,
+    Call,
+    distinct_processes,
+    iter_calls,
+    process_calls,
+    processes,
+    unique,
+)
 from raytrace_kit.exceptions import EventsNotFoundError
 
-__all__ = ["Call", "Session", "open_session", "ray_temp_root"]
+__all__ = ["Call", "Session", "instant", "open_session", "ray_temp_root"]
 
 _EVENT_GLOB = "events-*.jsonl"
 
@@ -76,7 +83,7 @@ class Session:
         object are skipped.
         """
         decode = msgspec.json.decode
-        since, until = _instant(since), _instant(until)
+        since, until = instant(since), instant(until)
         found: list[dict[str, Any]] = []
         for raw in self._lines():
             try:
@@ -98,16 +105,18 @@ class Session:
             status: Only calls of this status: ``"ok"``, ``"error"`` or ``"interrupted"``.
         """
         made: list[Call] = []
-        for files in processes(self.files):
-            process_calls(files, made)
-        made = unique(made)
-        if function is not None or status is not None:
-            made = [
-                call
-                for call in made
-                if (function is None or _function_matches(call.function, function))
-                and (status is None or call.status == status)
-            ]
+        if function is None and status is None:
+            for files in processes(self.files):
+                process_calls(files, made)
+            made = unique(made)
+        else:  # filtered as they are read, each process's files once: only these are kept
+            for files in distinct_processes(self.files):
+                made.extend(
+                    call
+                    for call in iter_calls(files)
+                    if (function is None or _function_matches(call.function, function))
+                    and (status is None or call.status == status)
+                )
         made.sort(key=STARTED)
         return made
 
@@ -204,7 +213,7 @@ def _matches(  # noqa: PLR0917 -- one test per filter, in one place
     return until is None or stamp < until
 
 
-def _instant(value: str | datetime.datetime | None) -> str | None:
+def instant(value: str | datetime.datetime | None) -> str | None:
     """A time bound as the events write it: ISO 8601 UTC with ``+00:00``, microseconds."""
     if value is None:
         return None
@@ -255,6 +264,8 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
         The session; nothing is read until asked (``calls()``, ``events()``...).
     """
     if source is None:
+        from raytrace_kit._output import paths  # noqa: PLC0415 -- imports Ray: only here
+
         root = paths.log_dir()
     elif str(source) == "latest":
         root = _latest_session()

@@ -51,7 +51,9 @@ def _begin(  # noqa: PLR0917 -- private, called from one place
         )
         if spec.options.log:
             call.capture()
-            tail = schema.memory_members()
+            figures = _process.memory_figures()
+            call.rss_start = figures[0]
+            tail = schema.memory_members(figures)
             if arguments is not None:  # log_args=True: the user asked for them
                 tail += schema.args_members(*arguments)
             writer.emit_call("call.start", "info", call, tail)
@@ -71,7 +73,8 @@ def _end(
     if call is None or not spec.options.log:
         return
     try:
-        tail = schema.end_members(time.perf_counter() - call.started, exc, cpu_s) + extra
+        duration = time.perf_counter() - call.started
+        tail = schema.end_members(duration, exc, cpu_s, call.rss_start) + extra
         writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
     except Exception as exc2:
         writer.report_failure("end-call", "cannot record the end of the call", exc2)

@@ -1,0 +1,160 @@
+"""``raytrace-kit report`` on a session of a million events: time and peak memory.
+
+The session is written once through the kit's own writer (``EventWriter``, rotating at
+32 MiB, as a long run's files do) and renderer: --calls calls (2 events each; 500,000
+calls is 1,000,000 events, about 600 MB) in 8 worker processes, with what a report has to
+find in it: failures (2%), retried calls (1%), an actor's calls, a parent's children, a
+process whose memory grows call after call, and calls cut off by a dying process.
+
+Each variant runs as a fresh process, start-up included (as a user types it), in rotating
+order, --rounds times; peak memory is the process's own (``wait4``):
+  report            raytrace-kit report SESSION
+  report (again)    the same, measured apart: the noise floor
+  report --json     raytrace-kit report SESSION --json
+  calls() for ref.  python -c "open_session(SESSION).calls()": what keeping every call costs
+
+Targets (issue 14): the report in at most 3 s and 256 MB peak.
+
+Run: python benchmarks/report.py [--calls 500000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROCESSES = 8
+MIB = 2**20
+
+
+def variants(session: Path) -> dict[str, list[str]]:
+    beside = Path(sys.executable).with_name("raytrace-kit")  # the venv's, even if not on PATH
+    command = str(beside) if beside.exists() else shutil.which("raytrace-kit") or "raytrace-kit"
+    calls = "import raytrace_kit, sys; print(len(raytrace_kit.open_session(sys.argv[1]).calls()))"
+    return {
+        "report": [command, "report", str(session)],
+        "report (again)": [command, "report", str(session)],
+        "report --json": [command, "report", str(session), "--json"],
+        "calls() for ref.": [sys.executable, "-c", calls, str(session)],
+    }
+
+
+def write_session(directory: Path, calls: int) -> None:
+    """``calls`` calls in :data:`PROCESSES` worker files, through the kit's writer."""
+    os.environ["RAYTRACE_ROTATION_MAX_BYTES"] = str(32 * MIB)
+    os.environ["RAYTRACE_ROTATION_BACKUP_COUNT"] = "100"
+    from raytrace_kit._output import schema  # noqa: PLC0415 -- after the rotation settings
+    from raytrace_kit._output.writer import EventWriter  # noqa: PLC0415
+    from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
+
+    node = "ab" * 28
+    identities = [
+        ProcessIdentity("01000000", node, f"{i:02d}" * 28, 2000 + i, is_worker=True)
+        for i in range(PROCESSES)
+    ]
+    writers = [
+        EventWriter(directory / f"events-{node[:12]}-{2000 + i}.jsonl") for i in range(PROCESSES)
+    ]
+    fragments = {
+        name: schema.members({"function": name, "kind": kind})
+        for name, kind in [
+            *((f"pipeline.stage{i}", "task") for i in range(20)),
+            ("pipeline.Store.put", "actor_method"),
+            ("pipeline.fetch", "task"),
+        ]
+    }
+    rss = [200 * MIB] * PROCESSES
+    for n in range(calls):
+        p = n % PROCESSES
+        if p == 7 and n % 40 == 7:
+            name, actor, parent = "pipeline.Store.put", "cd" * 16, None
+        elif p == 6 and n % 64 == 6:
+            name, actor, parent = "pipeline.fetch", None, f"{2006:06x}{14:010x}/" + "ee" * 24
+        else:
+            name, actor, parent = f"pipeline.stage{n % 20}", None, None
+        rss_start = rss[p]
+        if p == 5 and n < calls // 4:
+            rss[p] += 256 * 1024
+        members = schema.call_members(
+            call_id=f"{2000 + p:06x}{n:010x}",
+            spec_fragment=fragments[name],
+            mode="ray",
+            task_id=f"{n:016x}" + "ff" * 12 + "01000000",
+            actor_id=actor,
+            identity=identities[p],
+            attempt=1 if n % 97 == 0 else 0,
+            task_name=name.rsplit(".", 1)[-1],
+            parent=parent,
+        )
+        start = schema.memory_members((rss_start, rss_start // 2, rss_start))
+        writers[p].write(schema.call_line("call.start", "info", members, start))
+        if n % 100_003 == 0:
+            continue  # the process died during this call: no call.end
+        error = ValueError(f"bad input {n}") if n % 50 == 0 else None
+        figures = (rss[p], rss[p] // 2, rss[p])
+        tail = schema.end_members(0.0123, error, 0.01, rss_start, figures)
+        writers[p].write(schema.call_line("call.end", "error" if error else "info", members, tail))
+    for writer in writers:
+        writer.close()
+
+
+def run(command: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS bytes of one fresh process running ``command``."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        msg = f"{command} failed with {status}"
+        raise RuntimeError(msg)
+    return seconds, usage.ru_maxrss * 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=500_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        session = Path(tmp)
+        started = time.perf_counter()
+        write_session(session, args.calls)
+        files = sorted(session.glob("events-*.jsonl*"))
+        size = sum(f.stat().st_size for f in files)
+        print(
+            f"session: {args.calls} calls, {size / MIB:.0f} MiB in {len(files)} files, "
+            f"written in {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+        commands = variants(session)
+        names = list(commands)
+        results: dict[str, list[tuple[float, int]]] = {name: [] for name in names}
+        run(commands["report"])  # warm the page cache: every variant reads the same bytes
+        for round_number in range(args.rounds):
+            shift = round_number % len(names)
+            for name in names[shift:] + names[:shift]:
+                results[name].append(run(commands[name]))
+        print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'peak MiB':>10}{'vs report':>11}")
+        base = statistics.median(s for s, _ in results["report"])
+        for name in names:
+            seconds = [s for s, _ in results[name]]
+            peak = max(p for _, p in results[name])
+            median = statistics.median(seconds)
+            print(
+                f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{peak / MIB:>10.0f}"
+                f"{median / base:>10.2f}x"
+            )
+        floor = statistics.median(s for s, _ in results["report (again)"]) / base
+        print(f"\nnoise floor (report again / report): {floor:.3f}")
+        print("targets: report <= 3 s and <= 256 MiB peak (start-up included)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""What a report keeps while it streams over a session's calls: aggregates, not the calls.
+
+:class:`Tally` takes each process's calls once, in the order its files have them, and
+keeps counts, per-function durations (8 bytes a call), the largest figures, and the state
+of the findings that need an order (a process's memory run, an actor's queue).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from raytrace_kit._reports.calls import Call
+
+__all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
+
+LEAK_MIN_CALLS = 5  # a process whose RSS rose over at least this many calls in a row...
+LEAK_MIN_BYTES = 32 * 2**20  # ...by at least this much in all: the leak signature
+MAX_LISTED = 1000  # task ids per failure group, interrupted calls: enough to act on
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem the records show: what, the evidence, and the fix."""
+
+    title: str
+    evidence: str
+    fix: str
+
+
+def seconds(stamp: str) -> float:
+    """An event's ISO 8601 timestamp as seconds since the epoch."""
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+class Function:
+    """One function's aggregates: its durations (8 bytes a call) and largest figures."""
+
+    __slots__ = ("durations", "growth", "private", "retries", "task")
+
+    def __init__(self) -> None:
+        self.durations: array[float] = array("d")
+        self.growth: int | None = None
+        self.private: int | None = None
+        self.retries = 0
+        self.task = False
+
+
+class Tally:
+    """What a report keeps while it streams over the calls: aggregates, not the calls.
+
+    Per call it keeps one duration (8 bytes, for the percentiles and medians) and its id
+    with its function's name (to name parents); calls with a parent or on an actor add
+    their start and end times.
+    """
+
+    def __init__(self, since: str | None = None, until: str | None = None) -> None:
+        self.since, self.until = since, until  # a window of start times (ISO 8601, UTC)
+        self.calls = self.failed = self.interrupted_count = self.retried = 0
+        self.nodes: set[str] = set()
+        self.processes = 0
+        self.first, self.last = "~", ""
+        self.failures: dict[tuple[str, str], dict[str, Any]] = {}
+        self.interrupted: list[dict[str, Any]] = []
+        self.functions: dict[str, Function] = {}
+        self.children: dict[str, array[float]] = {}
+        self.names: dict[str, str] = {}
+        self.busy = 0
+        self.busiest: tuple[float, str] = (0.0, "")
+        self.actors: dict[str, ActorRun] = {}
+        self.leaks: list[Finding] = []
+
+    def process(self, calls: Iterator[Call]) -> None:  # noqa: PLR0912, PLR0915 -- the hot loop
+        """Take in one process's calls, in the order its files have them (end order)."""
+        functions, names, nodes = self.functions, self.names, self.nodes
+        leak = LeakRun()
+        first, last, count = self.first, self.last, 0
+        since, until = self.since, self.until
+        for call in calls:
+            function, status, ended = call.function, call.status, call.ended
+            begun = call.started or ended or ""
+            if (since is not None and begun < since) or (until is not None and begun >= until):
+                continue
+            count += 1
+            if begun and begun < first:
+                first = begun
+            if ended and ended > last:
+                last = ended
+            if call.node_id:
+                nodes.add(call.node_id)
+            names[call.call_id] = function
+            if status == "error":
+                self._failure(call)
+            elif status == "interrupted":
+                self._interrupted(call)
+                last = max(last, begun)
+                continue
+            aggregate = functions.get(function)
+            if aggregate is None:
+                aggregate = functions[function] = Function()
+            if call.attempt:
+                self.retried += 1
+                if status == "ok":
+                    aggregate.retries += 1
+            duration = call.duration_s
+            if duration is None:
+                continue
+            aggregate.durations.append(duration)
+            if call.kind == "task":
+                aggregate.task = True
+            rss = call.rss_end_bytes
+            if rss is not None:
+                start = call.rss_start_bytes
+                if start is not None and (
+                    aggregate.growth is None or rss - start > aggregate.growth
+                ):
+                    aggregate.growth = rss - start
+                private = call.rss_minus_shr_end_bytes
+                if private is not None and (
+                    aggregate.private is None or private > aggregate.private
+                ):
+                    aggregate.private = private
+                if ended:
+                    leak.add(call, rss)
+            cpu = call.cpu_s
+            if cpu and duration and cpu > 1.5 * duration:
+                self.busy += 1
+                self.busiest = max(self.busiest, (cpu / duration, function))
+            if (call.parent_call_id or call.actor_id) and ended and call.mode != "local":
+                self._timing(call, seconds(ended), duration)
+        self.first, self.last = first, last
+        if count:
+            self.calls += count
+            self.processes += 1
+        finding = leak.finding()
+        if finding is not None:
+            self.leaks.append(finding)
+
+    def _timing(self, call: Call, end: float, duration: float) -> None:
+        parent = call.parent_call_id
+        if parent and call.kind == "task":  # an actor's calls queue by design
+            times = self.children.get(parent)
+            if times is None:
+                times = self.children[parent] = array("d")
+            times.append(end - duration)
+            times.append(end)
+        if call.actor_id and call.kind == "actor_method":
+            run = self.actors.get(call.actor_id)
+            if run is None:
+                run = self.actors[call.actor_id] = ActorRun(call.function)
+            run.add(end - duration, end)
+
+    def _interrupted(self, call: Call) -> None:
+        self.interrupted_count += 1
+        if len(self.interrupted) < MAX_LISTED:
+            self.interrupted.append({k: getattr(call, k) for k in _INTERRUPTED_KEYS})
+
+    def _failure(self, call: Call) -> None:
+        self.failed += 1
+        key = (call.function, call.error_type or "?")
+        stamp = call.ended or call.started
+        group = self.failures.get(key)
+        if group is None:
+            group = self.failures[key] = {
+                "function": key[0], "error_type": key[1], "count": 0, "first": stamp,
+                "last": "", "traceback": None, "task_ids": [], "nodes": set(),
+            }  # fmt: skip
+        group["count"] += 1
+        group["first"] = min(group["first"], stamp)
+        if stamp >= group["last"]:
+            group["last"], group["traceback"] = stamp, call.traceback
+        if call.task_id and len(group["task_ids"]) < MAX_LISTED:
+            group["task_ids"].append(call.task_id)
+        if call.node_id:
+            group["nodes"].add(call.node_id)
+
+
+_INTERRUPTED_KEYS = (
+    "function", "call_id", "task_id", "node_id", "worker_id", "pid", "started",
+    "rss_start_bytes",
+)  # fmt: skip
+
+
+class _Run:
+    """Calls in a row of one process, each ending with more RSS than the one before."""
+
+    __slots__ = ("first", "functions", "grown", "length", "rss_from", "top")
+
+    def __init__(self, calls: list[Call]) -> None:
+        first = calls[0]
+        self.first = first
+        self.rss_from = first.rss_start_bytes or first.rss_end_bytes or 0
+        self.length = 0
+        self.grown = 0
+        self.functions: set[str] = set()
+        self.top: list[tuple[int, str, str]] = []
+        for call in calls:
+            self.extend(call, call.rss_end_bytes or 0)
+
+    def extend(self, call: Call, rss: int) -> None:
+        self.length += 1
+        self.grown = rss - self.rss_from
+        self.functions.add(call.function)
+        self.top.append((call.rss_growth_bytes or 0, call.call_id, call.function))
+        if len(self.top) > 3:  # keep the three calls that grew the process most
+            self.top.sort(reverse=True)
+            del self.top[3:]
+
+
+class LeakRun:
+    """A process's runs of calls, each ending with more RSS than the last: the worst.
+
+    The worst is the one that grew most among those at least :data:`LEAK_MIN_CALLS` long;
+    shorter runs cost a list.
+    """
+
+    __slots__ = ("best", "last_rss", "run", "short")
+
+    def __init__(self) -> None:
+        self.short: list[Call] = []  # the current run while shorter than LEAK_MIN_CALLS
+        self.run: _Run | None = None  # the current run once long enough
+        self.best: _Run | None = None
+        self.last_rss = -1
+
+    def add(self, call: Call, rss: int) -> None:
+        if rss > self.last_rss and (self.short or self.run is not None):
+            if self.run is not None:
+                self.run.extend(call, rss)
+            else:
+                self.short.append(call)
+                if len(self.short) >= LEAK_MIN_CALLS:
+                    self.run, self.short = _Run(self.short), []
+        else:
+            self._close()
+            self.short = [call]
+        self.last_rss = rss
+
+    def _close(self) -> None:
+        run = self.run
+        if run is not None and (self.best is None or run.grown > self.best.grown):
+            self.best = run
+        self.run = None
+
+    def finding(self) -> Finding | None:
+        self._close()
+        best = self.best
+        if best is None or best.grown < LEAK_MIN_BYTES:
+            return None
+        grew = ", ".join(
+            f"{function.rsplit('.', 1)[-1]} call {call_id} +{growth / 2**20:.0f} MiB"
+            for growth, call_id, function in sorted(best.top, reverse=True)
+        )
+        first = best.first
+        return Finding(
+            f"Memory grows call after call: pid {first.pid} on node {(first.node_id or '?')[:12]}",
+            f"RSS rose over {best.length} calls in a row, by {best.grown / 2**20:.0f} MiB in "
+            f"all, in calls of {', '.join(sorted(best.functions))} (most: {grew}): something "
+            "keeps what each call makes",
+            "profile that actor for its whole life: @debuggable(profile='memray', "
+            "profile_scope='actor'), then look at what is still allocated at the end",
+        )
+
+
+class ActorRun:
+    """One actor's calls, in end order: how busy it was and how closely its calls followed."""
+
+    __slots__ = ("busy", "calls", "first", "function", "gaps", "last", "overlapped")
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+        self.calls = 0
+        self.busy = self.gaps = 0.0
+        self.first = self.last = 0.0
+        self.overlapped = False
+
+    def add(self, start: float, end: float) -> None:
+        if self.calls:
+            gap = start - self.last
+            if gap < -1e-3:
+                self.overlapped = True  # an async or threaded actor: calls run together
+            self.gaps += max(gap, 0.0)
+        else:
+            self.first = start
+        self.calls += 1
+        self.busy += end - start
+        self.last = max(self.last, end)
