@@ -1,20 +1,24 @@
 """A report of a run: what failed and where, what died, where the time went, and what to fix.
 
 A small pipeline submits tiny tasks, waits on its calls one at a time, and one record
-fails to parse. explain() says what that error means and shows the failing call;
-report() names each problem with its evidence and a fix; save_html() writes the same as
-one page.
+fails to parse; a decoder crashes in native code and takes its worker down. explain()
+says what each error means: the failing call's traceback, and for the dead worker, why it
+died (Ray's own record of it). report() names each problem with its evidence and a fix;
+save_html() writes the same as one page.
 
 Run: python examples/run_report.py [REPORT.html]   (starts its own local Ray)
 """
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import ray
+from ray.exceptions import WorkerCrashedError
 
 import raytrace_kit
 from raytrace_kit import debuggable
@@ -30,6 +34,12 @@ def clean(value: str) -> str:
 @ray.remote
 def parse(value: str) -> int:
     return int(value)
+
+
+@debuggable
+@ray.remote(max_retries=0)
+def decode(blob: bytes) -> int:
+    return len(ctypes.string_at(0))  # a bug in native code: reads address 0, SIGSEGV
 
 
 @debuggable
@@ -56,6 +66,16 @@ def main() -> None:
             explained = raytrace_kit.explain(error)
             print(explained, "\n")
             assert explained.call is not None
+        try:
+            ray.get(decode.remote(b"\x00"))
+        except WorkerCrashedError as error:  # Ray's error says only that the worker died
+            deadline = time.monotonic() + 15  # Ray records the death a moment after
+            while "Ray's records" not in str(explained := raytrace_kit.explain(error)):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            print(explained, "\n")
+            assert "SIGSEGV" in explained.what, explained
         made = raytrace_kit.report()  # this session's records
     finally:
         ray.shutdown()
@@ -66,6 +86,7 @@ def main() -> None:
     assert any(title.startswith("Tasks too small") for title in titles), titles
     assert any("one at a time" in title for title in titles), titles
     assert made.failures[0]["function"].endswith(".parse")
+    assert any(title == "Native crashes during calls" for title in titles), titles
 
 
 if __name__ == "__main__":

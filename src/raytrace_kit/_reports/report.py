@@ -223,7 +223,7 @@ def _one_at_a_time(tally: Tally) -> list[Finding]:
         if all(later[0] >= earlier[1] - 1e-4 for earlier, later in itertools.pairwise(spans)):
             found.append(Finding(
                 f"Calls submitted and waited on one at a time by "
-                f"{tally.names.get(parent, parent)}",
+                f"{tally.name_of(parent)}",
                 f"its {kids} task calls never overlapped: each started after the previous "
                 "ended (the ray.get-in-a-loop pattern)",
                 "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
@@ -354,7 +354,7 @@ def report(
     session = source if isinstance(source, Session) else open_session(source)
     tally = Tally(instant(since), instant(until))
     for files in distinct_processes(session.files):
-        tally.process(iter_calls(files))
+        tally.process(iter_calls(files), files)
     span = seconds(tally.last) - seconds(tally.first) if tally.last else 0.0
     overview = {
         "calls": tally.calls,

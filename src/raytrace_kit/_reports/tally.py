@@ -7,11 +7,15 @@ of the findings that need an order (a process's memory run, an actor's queue).
 
 from __future__ import annotations
 
+import contextlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from raytrace_kit._reports.calls import Call
 
@@ -67,15 +71,18 @@ class Tally:
         self.interrupted: list[dict[str, Any]] = []
         self.functions: dict[str, Function] = {}
         self.children: dict[str, array[float]] = {}
-        self.names: dict[str, str] = {}
+        self.names: dict[str, str] = {}  # of parents, where known before their children
+        self.files_of: dict[str, list[Path]] = {}  # a process's files, by its call ids' prefix
         self.busy = 0
         self.busiest: tuple[float, str] = (0.0, "")
         self.actors: dict[str, ActorRun] = {}
         self.leaks: list[Finding] = []
 
-    def process(self, calls: Iterator[Call]) -> None:  # noqa: PLR0912, PLR0915 -- the hot loop
-        """Take in one process's calls, in the order its files have them (end order)."""
-        functions, names, nodes = self.functions, self.names, self.nodes
+    def process(  # noqa: PLR0912, PLR0915 -- the hot loop
+        self, calls: Iterator[Call], files: list[Path]
+    ) -> None:
+        """Take in one process's calls (its ``files``, in the order they have them)."""
+        functions, names, nodes, children = self.functions, self.names, self.nodes, self.children
         leak = LeakRun()
         first, last, count = self.first, self.last, 0
         since, until = self.since, self.until
@@ -91,7 +98,8 @@ class Tally:
                 last = ended
             if call.node_id:
                 nodes.add(call.node_id)
-            names[call.call_id] = function
+            if call.call_id in children:  # a parent seen before it: named now, cheaply
+                names[call.call_id] = function
             if status == "error":
                 self._failure(call)
             elif status == "interrupted":
@@ -123,7 +131,11 @@ class Tally:
                     aggregate.private is None or private > aggregate.private
                 ):
                     aggregate.private = private
-                if ended:
+                if not ended:
+                    pass
+                elif rss <= leak.last_rss and leak.run is None and len(leak.short) == 1:
+                    leak.short[0], leak.last_rss = call, rss  # flat memory: no call, no list
+                else:
                     leak.add(call, rss)
             cpu = call.cpu_s
             if cpu and duration and cpu > 1.5 * duration:
@@ -135,9 +147,33 @@ class Tally:
         if count:
             self.calls += count
             self.processes += 1
+            self.files_of[_prefix(call.call_id)] = files
         finding = leak.finding()
         if finding is not None:
             self.leaks.append(finding)
+
+    def name_of(self, call_id: str) -> str:
+        """The function of a call, by its id: read again from its process's files if need be.
+
+        Parents are named as they stream by only when a child came first; for the few a
+        finding names, the call id's prefix (one per process) says which files to search.
+        """
+        name = self.names.get(call_id)
+        if name is not None:
+            return name
+        needle = b'"call_id":"' + call_id.encode() + b'"'
+        for file in self.files_of.get(_prefix(call_id), []):
+            try:
+                data = file.read_bytes()
+            except OSError:
+                continue
+            at = data.find(needle)
+            if at >= 0:
+                line = data[data.rfind(b"\n", 0, at) + 1 : data.find(b"\n", at) % (len(data) + 1)]
+                with contextlib.suppress(msgspec.DecodeError):
+                    name = self.names[call_id] = _NAMED(line).function
+                    return name
+        return call_id
 
     def _timing(self, call: Call, end: float, duration: float) -> None:
         parent = call.parent_call_id
@@ -176,6 +212,18 @@ class Tally:
             group["task_ids"].append(call.task_id)
         if call.node_id:
             group["nodes"].add(call.node_id)
+
+
+class _Named(msgspec.Struct):
+    function: str = ""
+
+
+_NAMED = msgspec.json.Decoder(_Named).decode
+
+
+def _prefix(call_id: str) -> str:
+    """The part of a call id that names its process (see ``_process.new_call_id``)."""
+    return call_id[:-6]
 
 
 _INTERRUPTED_KEYS = (

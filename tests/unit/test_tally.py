@@ -1,0 +1,58 @@
+"""The report's one pass over files written by the kit's own renderer and writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import raytrace_kit
+from raytrace_kit._output import schema
+from raytrace_kit._output.writer import EventWriter
+from raytrace_kit._process import ProcessIdentity
+
+NODE = "ab" * 28
+
+
+def _write(directory: Path, pid: int, calls: list[tuple[str, str, str | None, float]]) -> None:
+    """One process's file: (call id, function, parent call id, seconds) per call, in turn."""
+    identity = ProcessIdentity("01000000", NODE, f"{pid:02d}" * 28, pid, is_worker=True)
+    writer = EventWriter(directory / f"events-{NODE[:12]}-{pid}.jsonl")
+    for call_id, function, parent, seconds in calls:
+        members = schema.call_members(
+            call_id=call_id,
+            spec_fragment=schema.members({"function": function, "kind": "task"}),
+            mode="ray",
+            task_id=call_id + "ff" * 16,
+            actor_id=None,
+            identity=identity,
+            attempt=0,
+            parent=f"{parent}/{'ee' * 24}" if parent else None,
+        )
+        figures = (100 * 2**20, 50 * 2**20, 100 * 2**20)
+        writer.write(
+            schema.call_line("call.start", "info", members, schema.memory_members(figures))
+        )
+        tail = schema.end_members(seconds, None, None, figures[0], figures)
+        writer.write(schema.call_line("call.end", "info", members, tail))
+    writer.close()
+
+
+def test_a_parent_read_before_its_children_is_still_named(tmp_path: Path) -> None:
+    """A parent read before its children is found again, by its call id's prefix.
+
+    The report keeps no name per call; the prefix names the parent's process, whose files
+    it searches for the parent's line.
+    """
+    # Sorted by name, pid 1000's file (the parent's) is read before pid 2000's (the kids').
+    _write(tmp_path, 1000, [("aaaaaaaaaa000001", "jobs.driver_loop", None, 0.0)])
+    # The children's end times are real (written now) but their durations are 0: they
+    # never overlap, one after the other, as the ray.get-in-a-loop pattern runs them.
+    _write(
+        tmp_path,
+        2000,
+        [(f"bbbbbbbbbb{i:06x}", "jobs.step", "aaaaaaaaaa000001", 0.0) for i in range(6)],
+    )
+    made = raytrace_kit.report(tmp_path)
+    titles = [f.title for f in made.findings]
+    assert "Calls submitted and waited on one at a time by jobs.driver_loop" in titles
+    assert made.overview["calls"] == 7
+    assert made.overview["processes"] == 2
