@@ -99,7 +99,7 @@ def write_session(directory: Path, calls: int) -> None:
             continue  # the process died during this call: no call.end
         error = ValueError(f"bad input {n}") if n % 50 == 0 else None
         figures = (rss[p], rss[p] // 2, rss[p])
-        tail = schema.end_members(0.0123, error, 0.01, rss_start, figures)
+        tail = schema.end_members(0.0123, error, 0.01, rss_start=rss_start, figures=figures)
         writers[p].write(schema.call_line("call.end", "error" if error else "info", members, tail))
     for writer in writers:
         writer.close()

@@ -113,3 +113,31 @@ def listening_sockets(pid: int) -> set[str]:
             if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
                 found.add(fields[1])
     return found
+
+
+def table_rows(markup: str) -> list[list[str]]:
+    """The text of each table row's cells in an HTML fragment, as a notebook shows them."""
+    from html.parser import HTMLParser  # noqa: PLC0415
+
+    rows: list[list[str]] = []
+
+    class _Rows(HTMLParser):
+        cell: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            if tag == "tr":
+                rows.append([])
+            elif tag in {"td", "th"}:
+                self.cell = []
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in {"td", "th"} and self.cell is not None and rows:
+                rows[-1].append("".join(self.cell))
+                self.cell = None
+
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    _Rows(convert_charrefs=True).feed(markup)
+    return rows

@@ -110,3 +110,34 @@ def test_collect_from_the_running_cluster(tmp_path: Path) -> None:
         if json.loads(x)["timestamp"] >= conftest._test_started
     ]
     assert [e["event"] for e in mine] == ["call.start", "call.end"]
+
+
+def test_usage_errors_and_a_closed_pipe(tmp_path: Path) -> None:
+    """A bad time or an ambiguous task id is bad usage (2); `| head` ends quietly (0)."""
+    source = _session(tmp_path)
+    bad = _run("report", str(source), "--since", "19:28")
+    assert bad.returncode == 2
+    assert "'19:28' is not an ISO 8601 time" in bad.stderr
+    lines = [
+        {"timestamp": f"2026-01-01T00:00:0{i}.000000+00:00", "level": "info", "event": "call.end",
+         "call_id": f"d{i}", "function": "jobs.step", "status": "ok", "duration_s": 0.1,
+         "task_id": f"abcd{i}" + "0" * 44, "pid": 8}
+        for i in range(3)
+    ]  # fmt: skip
+    (tmp_path / "events-abababababab-8.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines * 3000)
+    )
+    ambiguous = _run("explain", str(source), "--task", "abcd")
+    assert ambiguous.returncode == 2
+    assert "matches 3 tasks" in ambiguous.stderr
+    with subprocess.Popen(
+        [sys.executable, "-m", "raytrace_kit", "events", str(source)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as piped:
+        assert piped.stdout is not None
+        piped.stdout.readline()
+        piped.stdout.close()  # as `head -1` does
+        assert piped.wait(timeout=60) == 0
+        assert piped.stderr is not None
+        assert piped.stderr.read() == b""

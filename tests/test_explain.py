@@ -56,15 +56,16 @@ class TestExplain:
         text = str(explained)
         assert "    return int(text)" in text  # the failing line, from the call's record
         assert "local_mode(post_mortem=True)" in text
-        assert "<pre>" in explained._repr_html_()
+        assert "    return int(text)" in explained._repr_html_()  # the traceback, escaped
 
     def test_worker_death(self) -> None:
+        """Linked when it is the session's only dead call, else listed: with Ray's cause."""
         with pytest.raises(WorkerCrashedError) as raised:
             ray.get(killed.remote())
-        text = str(explain(raised.value))
+        text = _explained_until(raised.value, "vanished without Python")
         assert text.startswith("Worker died:")
-        assert "OOM killer (exit 137, SIGKILL)" in text
-        assert "interrupted" in text
+        assert "vanished without Python shutting down: SIGKILL (exit status 137" in text
+        assert "tests.test_explain.killed (" in text
 
     def test_killed_actor(self) -> None:
         holder = Holder.remote()
@@ -136,15 +137,17 @@ def test_a_worker_death_is_explained_with_rays_record_of_it() -> None:
         ray.get(native_crash.remote())
     text = _explained_until(raised.value, "SIGSEGV")
     assert text.startswith("Worker died: The process running the task died before it finished.")
-    assert "Ray's records: the process crashed in native code: SIGSEGV, exit status 139." in text
-    assert "faulthandler" in text  # the fix for this death comes first
-    assert ".native_crash (interrupted," in text  # the call, from the session
-
-    # The same from a shell: the task's id, and the error's text on stdin.
     session = raytrace_kit.open_session()
-    (call,) = [
-        c for c in session.calls(function="native_crash") if c.started >= conftest._test_started
-    ]
+    mine = session.calls(function="native_crash")
+    (call,) = [c for c in mine if c.started >= conftest._test_started]
+    # Ray's error names no task. This session has other dead workers (earlier tests'), so
+    # explain() lists the calls cut off, the latest first, each with Ray's cause; it
+    # does not pick one. (With one dead worker it links it: examples/run_report.py.)
+    cause = "crashed in native code: SIGSEGV, exit status 139"
+    assert f"  - {call.function} (pid {call.pid}, started {call.started[11:23]}): {cause}" in text
+    assert "does not say which task it was" in text
+
+    # From a shell: by the task's id, the one call and its cause; the error's text on stdin.
     assert call.task_id is not None
     by_task = _cli("explain", str(session.root), "--task", call.task_id[:16])
     assert by_task.returncode == 0, by_task.stderr
@@ -181,3 +184,66 @@ def test_explain_command_usage_and_exit_codes(tmp_path: Path) -> None:
     missing = _cli("explain", str(tmp_path), "--task", "feedbeef")
     assert missing.returncode == 3
     assert "no call of task 'feedbeef'" in missing.stderr
+
+
+@debuggable
+@ray.remote
+def parse_price(text: str) -> float:
+    return float(text)
+
+
+@ray.remote
+def plain_parse(text: str) -> int:
+    return int(text)
+
+
+@debuggable
+@ray.remote
+class Quitter:
+    def quit(self) -> None:
+        os._exit(3)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_each_task_error_is_linked_to_its_own_call_or_to_none() -> None:
+    """One error type from three functions: each explanation links its own call.
+
+    The function, message and traceback line are that call's; a plain Ray task's error
+    links no call at all.
+    """
+    errors = {}
+    for name, ref in [
+        ("parse_row", parse_row.remote("nine")),
+        ("parse_price", parse_price.remote("ten")),
+        ("plain", plain_parse.remote("eleven")),
+    ]:
+        with pytest.raises(ValueError, match=r"could not convert|invalid literal") as raised:
+            ray.get(ref)
+        errors[name] = raised.value
+    row, price = explain(errors["parse_row"]), explain(errors["parse_price"])
+    assert row.call is not None
+    assert row.call.function.endswith(".parse_row")
+    assert "'nine'" in (row.call.error or "")
+    assert price.call is not None
+    assert price.call.function.endswith(".parse_price")
+    assert "    return float(text)" in str(price)
+    plain = explain(errors["plain"])
+    assert plain.call is None  # not debuggable: no record, and no other call's traceback
+    assert "in plain_parse" in plain.what  # named from the error's own text
+
+    # The text of the error as `print(e)` shows it (no class name), in Ray's colours.
+    coloured = f"\x1b[36mray::parse_price()\x1b[39m {str(errors['parse_price']).split(')', 1)[1]}"
+    assert explain(coloured).call == price.call
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_an_actor_that_exits_is_not_called_out_of_memory() -> None:
+    quitter = Quitter.remote()
+    with pytest.raises(ray.exceptions.ActorDiedError) as raised:
+        ray.get(quitter.quit.remote())
+    explained = explain(raised.value)
+    assert explained.kind == "Actor died"
+    assert "memory" not in explained.what.split("Ray's records")[0]
+    assert "os._exit()" in explained.what  # Ray's record: the process vanished
+    assert explained.call is not None
+    assert explained.call.function.endswith(".Quitter.quit")

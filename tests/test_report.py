@@ -224,3 +224,71 @@ def test_one_actor_serializing_the_work_is_named() -> None:
     made = raytrace_kit.report(since=now)
     assert made.overview["calls"] == 6
     assert not [f for f in made.findings if "serializes" in f.title]
+
+
+@debuggable
+@ray.remote
+def long_step(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+@debuggable
+@ray.remote(num_cpus=1)
+def hash_in_threads(mib: int) -> int:
+    """Two threads hashing at once: hashlib lets go of the GIL, so both CPUs are busy."""
+    import hashlib  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    block = b"x" * (mib * 2**20)
+    with ThreadPoolExecutor(2) as pool:
+        return len(list(pool.map(lambda _: hashlib.sha256(block * 4).digest(), range(8))))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_call_still_running_is_not_called_dead() -> None:
+    since = conftest._test_started
+    ref = long_step.remote(4.0)
+    deadline = time.monotonic() + 30
+    while not raytrace_kit.open_session().calls(function="long_step", status="interrupted"):
+        assert time.monotonic() < deadline, "the call never started"
+        time.sleep(0.2)
+    made = raytrace_kit.report(since=since)
+    (row,) = [i for i in made.interrupted if i["function"].endswith(".long_step")]
+    assert (row["state"], row["cause"]) == ("running", "still running, no end yet")
+    assert made.overview["running"] == 1
+    assert made.overview["interrupted"] == 0
+    assert not [f for f in made.findings if f.kind.startswith("death")]
+    assert "1 still running" in str(made)
+    assert ray.get(ref) == 4.0
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_cpu_oversubscription_is_seen_through_the_process_cpu_time() -> None:
+    since = conftest._test_started
+    assert ray.get(hash_in_threads.remote(16)) == 8
+    (call,) = raytrace_kit.open_session().calls(function="hash_in_threads")[-1:]
+    assert call.process_cpu_s is not None
+    assert call.duration_s is not None
+    assert call.cpu_s is not None
+    assert call.cpu_s < 0.5 * call.duration_s  # the calling thread mostly waits...
+    assert call.process_cpu_s > 1.5 * call.duration_s  # ...while two threads hash
+    (finding,) = [
+        f for f in raytrace_kit.report(since=since).findings if f.kind == "cpu_oversubscription"
+    ]
+    assert finding.subject.endswith(".hash_in_threads")
+    assert "OMP_NUM_THREADS" in finding.fix
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_report_after_shutdown_is_of_the_run_that_ended() -> None:
+    """report() with no source, after ray.shutdown() in the same script: that run's."""
+    since = conftest._test_started
+    assert ray.get(tiny.remote(41)) == 42
+    ray.shutdown()
+    try:
+        made = raytrace_kit.report(since=since)
+        assert made.overview["calls"] == 1
+        assert made.slowest[0]["function"].endswith(".tiny")
+    finally:
+        conftest.start_shared_ray()

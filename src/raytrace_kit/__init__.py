@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from raytrace_kit._local.refs import LocalRef, LocalRefGenerator
     from raytrace_kit._local.switch import is_local_mode, local_mode, set_local_mode
     from raytrace_kit._options import DebugOptions, Pin
-    from raytrace_kit._output.logger import get_logger
+    from raytrace_kit._output.logger import echo, get_logger
     from raytrace_kit._output.paths import log_dir
     from raytrace_kit._reports.events import read_events
     from raytrace_kit._reports.explain import Explanation, explain
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
+    "load_ipython_extension": "raytrace_kit._notebook.magics",
     "DebuggableActorClass": "raytrace_kit._driver.actor_class",
     "ProfileBlock": "raytrace_kit._driver.blocks",
     "profile_cpu": "raytrace_kit._driver.blocks",
@@ -76,6 +77,7 @@ _LAZY = {
     "DebugOptions": "raytrace_kit._options",
     "Pin": "raytrace_kit._options",
     "get_logger": "raytrace_kit._output.logger",
+    "echo": "raytrace_kit._output.logger",
     "log_dir": "raytrace_kit._output.paths",
     "read_events": "raytrace_kit._reports.events",
     "Explanation": "raytrace_kit._reports.explain",
@@ -159,6 +161,7 @@ __all__ = [
     "collect",
     "cpu_stats",
     "debuggable",
+    "echo",
     "explain",
     "flamegraph",
     "get_logger",

@@ -77,12 +77,14 @@ class State:
         self.statm_fd: int | None = None  # /proc/self/statm, kept open
         # --- output (see _output)
         self.fallback_dir: Path | None = None  # log dir while Ray is not initialized
+        self.last_ray_log_dir: Path | None = None  # the log dir of the last Ray session
         self.writers: dict[Path, EventWriter] = {}  # one open event file per directory
         self.worker_writer: EventWriter | None = None  # a worker's file, resolved once
         self.driver_writer: tuple[ProcessIdentity, EventWriter] | None = None
         self.warned: set[str] = set()  # warning keys shown already (warn once)
         self.identity_members: tuple[ProcessIdentity, str] | None = None  # rendered once
         self.clock: tuple[int, str] = (-1, "")  # the current second, formatted once
+        self.echo = False  # get_logger() events also shown here (see _output.logger.echo)
         # --- live stacks (see _worker.stacks): calls running now, and the server thread
         self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call
         self.parents_hooked = False  # ActorMethod._remote carries parents (see _worker.parents)

@@ -15,7 +15,9 @@ session on this machine. Exit codes: 0 done, 1 failed (the message says why), 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     events.add_argument("--status", choices=["ok", "error"], help="only call.end of this status")
     events.add_argument("--event", help="only events of this name, e.g. call.end")
     events.add_argument("--since", help="only events at or after this ISO 8601 time")
+    events.add_argument("--until", help="only events before this ISO 8601 time")
     events.add_argument("--json", action="store_true", help="JSON lines (for jq)")
 
     timeline = commands.add_parser("timeline", help="write a Perfetto / Chrome trace file")
@@ -71,28 +74,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _line(event: dict[str, Any]) -> str:
-    """One event, readable: time, level, event, function, then what matters for it."""
-    parts = [
-        str(event.get("timestamp", ""))[:26].replace("T", " "),
-        f"{event.get('level', ''):<7}",
-        str(event.get("event", "")),
-    ]
-    if event.get("function"):
-        parts.append(str(event["function"]))
-    if event.get("event") == "call.end":
-        duration = event.get("duration_s")
-        parts.append(str(event.get("status")))
-        if isinstance(duration, int | float):
-            parts.append(f"{duration:.3f}s")
-        if event.get("error_type"):
-            parts.append(f"{event['error_type']}: {event.get('error', '')}".split("\n")[0])
-    node = event.get("node_id")
-    if node:
-        parts.append(f"node={str(node)[:12]} pid={event.get('pid')}")
-    return "  ".join(parts)
-
-
 class _NoEventsError(Exception):
     """The source exists and holds no event files (exit code 3)."""
 
@@ -113,6 +94,7 @@ def _session(source: str) -> Any:
 
 
 def _events(arguments: argparse.Namespace) -> int:
+    from raytrace_kit._output.lines import readable  # noqa: PLC0415
 
     session = _session(arguments.source)
     found = session.events(
@@ -120,10 +102,11 @@ def _events(arguments: argparse.Namespace) -> int:
         function=arguments.function,
         status=arguments.status,
         since=arguments.since,
+        until=arguments.until,
     )
     out = sys.stdout
     for event in found:
-        out.write((json.dumps(event) if arguments.json else _line(event)) + "\n")
+        out.write((json.dumps(event) if arguments.json else readable(event)) + "\n")
     return 0
 
 
@@ -136,7 +119,7 @@ def _report(arguments: argparse.Namespace) -> int:
     if arguments.html is not None:
         made.save_html(arguments.html)
     print(json.dumps(made.to_dict(), indent=1) if arguments.json else str(made))
-    return 0
+    return 0 if made.overview["calls"] else EXIT_EMPTY
 
 
 def _timeline(arguments: argparse.Namespace) -> int:
@@ -207,18 +190,23 @@ _COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return its exit code."""
     arguments = _parser().parse_args(argv)
-    from raytrace_kit.exceptions import EventsNotFoundError  # noqa: PLC0415
+    from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError  # noqa: PLC0415
 
     try:
         return _COMMANDS[arguments.command](arguments)
     except (EventsNotFoundError, _NoEventsError) as exc:
         print(f"raytrace-kit: {exc}", file=sys.stderr)
         return EXIT_EMPTY
+    except InvalidValueError as exc:  # a bad --since, an ambiguous --task: the user's input
+        print(f"raytrace-kit {arguments.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # piped into head: the reader is done; quiet at exit too
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- replaces the closed pipe
+        return 0
     except (ValueError, OSError) as exc:
         print(f"raytrace-kit {arguments.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except BrokenPipeError:  # piped into head: the reader is done
-        return 0
 
 
 if __name__ == "__main__":

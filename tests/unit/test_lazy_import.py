@@ -14,6 +14,7 @@ def test_report_and_plugin_start_without_ray(tmp_path: object) -> None:
     code = (
         "import sys, raytrace_kit, raytrace_kit.cli, raytrace_kit.testing\n"
         "from raytrace_kit import report, open_session, Report, RaytraceKitError\n"
+        f"open({str(tmp_path)!r} + '/events-abababababab-1.jsonl', 'w').close()\n"
         f"report({str(tmp_path)!r})\n"
         "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if m.startswith('ray'))\n"
         "from raytrace_kit import debuggable\n"

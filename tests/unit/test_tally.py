@@ -31,7 +31,7 @@ def _write(directory: Path, pid: int, calls: list[tuple[str, str, str | None, fl
         writer.write(
             schema.call_line("call.start", "info", members, schema.memory_members(figures))
         )
-        tail = schema.end_members(seconds, None, None, figures[0], figures)
+        tail = schema.end_members(seconds, None, None, rss_start=figures[0], figures=figures)
         writer.write(schema.call_line("call.end", "info", members, tail))
     writer.close()
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+from raytrace_kit._html import card
+from raytrace_kit._html import table as html_table
 from raytrace_kit._options import ProfileKind, validate_profile_options
 from raytrace_kit._output import paths, writer
 from raytrace_kit._reports.events import read_events
@@ -78,6 +80,33 @@ class ProfileBlock:
 
     def __repr__(self) -> str:
         return f"<ProfileBlock {self.kind} {self.path or '(unprofiled)'} id={self.id}>"
+
+    def _parts(self) -> tuple[str, list[Path], ProfileSummary | None]:
+        remote = self.remote_profiles
+        try:
+            summary = self.summary(top=5) if self.path is not None else None
+        except Exception:
+            summary = None
+        where = self.path.name if self.path is not None else "ran unprofiled"
+        line = f"{where}; {len(remote)} profile(s) of the calls submitted inside"
+        return line, remote, summary
+
+    def __str__(self) -> str:
+        line, remote, summary = self._parts()
+        parts = [f"{self.kind} block: {line}"]
+        if summary is not None:
+            parts.append(str(summary))
+        parts.extend(f"  call profile: {path}" for path in remote)
+        return "\n".join(parts)
+
+    def _repr_html_(self) -> str:
+        line, remote, summary = self._parts()
+        parts = [summary._repr_html_()] if summary is not None else []
+        if remote:
+            parts.append(
+                html_table(("profiles of the calls submitted inside",), ((p,) for p in remote))
+            )
+        return card(f"{self.kind} block", line, *parts)
 
 
 BLOCK: contextvars.ContextVar[ProfileBlock | None] = contextvars.ContextVar(

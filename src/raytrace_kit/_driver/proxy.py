@@ -23,11 +23,13 @@ from typing_extensions import Self
 from raytrace_kit import _process, _ray_compat
 from raytrace_kit._driver import checks, pinning
 from raytrace_kit._driver.blocks import BLOCK
+from raytrace_kit._html import card, table
 from raytrace_kit._local import run as local_run
 from raytrace_kit._local.hooks import activate as activate_local_mode
 from raytrace_kit._local.hooks import mark_kit_remote
 from raytrace_kit._local.mode import LocalConfig, config_for
 from raytrace_kit._options import DebugOptions
+from raytrace_kit._output import paths
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._worker.parents import with_parent
 from raytrace_kit.exceptions import NotSerializableError
@@ -218,8 +220,30 @@ class Debuggable:
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         return self.__copy__()
 
+    def _shown(self) -> tuple[str, str, str]:
+        """Name, the kit's options that differ from the defaults, Ray's options: short."""
+        name = f"{self.__module__}.{self.__qualname__}"
+        defaults = DebugOptions()
+        kit = ", ".join(
+            f"{f.name}={getattr(self._options, f.name)!r}"
+            for f in dataclasses.fields(self._options)
+            if getattr(self._options, f.name) != getattr(defaults, f.name)
+        )
+        options = {
+            **(getattr(self.__wrapped__, "_default_options", None) or {}),
+            **self._ray_options,
+        }
+        ray_text = ", ".join(f"{k}={v!r}" for k, v in options.items())
+        return name, kit or "defaults", ray_text or "defaults"
+
     def __repr__(self) -> str:
-        return f"<debuggable {self._kind} {self.__module__}.{self.__qualname__} {self._options}>"
+        name, kit, ray_text = self._shown()
+        return f"<debuggable {self._kind} {name} (raytrace_kit: {kit}; ray: {ray_text})>"
+
+    def _repr_html_(self) -> str:
+        name, kit, ray_text = self._shown()
+        rows = (("raytrace_kit options", kit), ("Ray options", ray_text))
+        return card(f"debuggable {self._kind}", name, table(("", ""), rows))
 
     # --- submission: checks, then local mode or Ray ---
 
@@ -247,9 +271,9 @@ class Debuggable:
                 # Submitted inside profile_memory()/profile_cpu(): profile it in the worker.
                 in_block = dataclasses.replace(options, profile=block.kind, profile_block=block.id)
                 return self._derive(in_block, self._ray_options)._target().remote(*args, **kwargs)
-            target = self._remote_target
-            if target is None:
-                target = self._target()
+            target = self._remote_target or self._target()
+            if _process.state.last_ray_log_dir is None:  # once: what report() reads later
+                paths.remember_session()
             return target.remote(*args, **kwargs)
         except Exception as exc:
             # Pickling failures come as TypeError, PicklingError, NotImplementedError...:

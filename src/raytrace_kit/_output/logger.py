@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from raytrace_kit import _process
-from raytrace_kit._output import schema, writer
+from raytrace_kit._output import lines, schema, writer
 from raytrace_kit._output.context import CURRENT_CALL
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger, Processor, WrappedLogger
 
-__all__ = ["get_logger"]
+__all__ = ["echo", "get_logger"]
 
 
 # --- processors (structlog's protocol: (logger, method_name, event_dict) -> event_dict) ---
@@ -58,6 +59,37 @@ def _add_timestamp(
     return event_dict
 
 
+def _echo(
+    _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """With ``echo(True)``, also show the event: in the cell's output, else on stderr."""
+    if _process.state.echo:
+        try:
+            stream = sys.stdout if _in_kernel() else sys.stderr
+            stream.write(lines.readable(dict(event_dict)) + "\n")
+        except Exception as exc:
+            writer.report_failure("echo", "cannot echo a get_logger() event", exc)
+    return event_dict
+
+
+def _in_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (its stdout is the cell's output)."""
+    return "ipykernel" in sys.modules and type(sys.stdout).__module__.startswith("ipykernel")
+
+
+def echo(on: bool = True) -> None:
+    """Show this process's ``get_logger()`` events as they happen, one readable line each.
+
+    In a notebook they appear in the cell's output, in a terminal on stderr. They cover the
+    driver's own events and those of calls run in local mode (which run here); events of
+    calls on Ray workers stay in their files (``raytrace-kit events``). Off by default.
+
+    Args:
+        on: ``False`` turns it off again.
+    """
+    _process.state.echo = bool(on)
+
+
 def _to_json_line(
     _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
 ) -> bytes:
@@ -78,6 +110,7 @@ def _chain() -> tuple[Any, tuple[Processor, ...]]:
         _add_level,
         _add_timestamp,
         structlog.processors.format_exc_info,
+        _echo,
         _to_json_line,
     )
     # Typed Any: structlog types the class it returns as the FilteringBoundLogger protocol,

@@ -21,6 +21,8 @@ __all__ = [
     "event_file_name",
     "log_dir",
     "profiles_dir",
+    "recent_log_dir",
+    "remember_session",
     "sanitize",
     "session_dir",
 ]
@@ -58,11 +60,35 @@ def log_dir() -> Path:
     elif ray.is_initialized():
         ctx = ray.get_runtime_context()
         path = Path(ctx.get_temp_dir(), ctx.get_session_name(), "logs", _SUBDIR)
+        _process.state.last_ray_log_dir = path
     else:
         return _fallback_dir()
     with contextlib.suppress(OSError):  # reported by the writer, which owns the warning
         path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def remember_session() -> None:
+    """Note the Ray session's directory now, for :func:`recent_log_dir` after shutdown."""
+    with contextlib.suppress(Exception):  # never in the way of a submission
+        if ray.is_initialized():
+            log_dir()
+
+
+def recent_log_dir() -> Path:
+    """:func:`log_dir`, or after ``ray.shutdown()`` the directory of the session just ended.
+
+    What "this process's records" means to a user who reads them after shutting Ray down:
+    the run's, not the fresh directory of a process without Ray (unless it has events: a
+    local-mode run's).
+    """
+    current = log_dir()
+    last = _process.state.last_ray_log_dir
+    if last is None or ray.is_initialized() or os.environ.get(ENV_LOG_DIR):
+        return current
+    if any(current.glob("events-*.jsonl")):
+        return current
+    return last
 
 
 def session_dir() -> Path:

@@ -187,8 +187,10 @@ def end_members(
     duration_s: float,
     error: BaseException | None,
     cpu_s: float | None = None,
+    *,
     rss_start: int | None = None,
     figures: tuple[int | None, int | None, int | None] | None = None,
+    process_cpu_s: float | None = None,
 ) -> str:
     """``call.end``'s own members, starting with a comma: outcome, CPU and memory figures.
 
@@ -208,6 +210,7 @@ def end_members(
             }
         )
     cpu = "null" if cpu_s is None else f"{cpu_s:.6f}"
+    cpu += ',"process_cpu_s":' + ("null" if process_cpu_s is None else f"{process_cpu_s:.6f}")
     return (
         f',"duration_s":{duration_s:.6f},"cpu_s":{cpu},{status}{memory_members(figures)}'
         f',"rss_start_bytes":{_number(rss_start)}'

@@ -43,6 +43,7 @@ class Call(msgspec.Struct, gc=False):
     ended: str | None = msgspec.field(default=None, name="timestamp")
     duration_s: float | None = None
     cpu_s: float | None = None
+    process_cpu_s: float | None = None
     error_type: str | None = None
     error: str | None = None
     traceback: str | None = None

@@ -57,6 +57,7 @@ class WorkerDeath:
     detail: str
     exit_code: int | None = None
     signal: str | None = None
+    err_file: str | None = None  # the worker's stderr, where Python printed the crash
 
     @property
     def kind(self) -> str:
@@ -101,7 +102,10 @@ class WorkerDeath:
     @property
     def fix(self) -> str:
         """What to do about it."""
-        return _FIXES.get(self.kind, "see Ray's record of the worker in gcs_server.out")
+        fix = _FIXES.get(self.kind, "see Ray's record of the worker in gcs_server.out")
+        if self.kind == "crash" and self.err_file:
+            fix = fix.replace("the worker's .err file", self.err_file)
+        return fix
 
 
 _MEMORY_FIX = (
@@ -144,13 +148,15 @@ def worker_deaths(logs: Path, worker_ids: Iterable[str]) -> dict[str, WorkerDeat
                 continue
             detail = match["detail"].strip()[:_MAX_DETAIL]
             code = _CODE.search(detail)
+            signal, err_file = _signal(logs, match["worker"])
             found[match["worker"]] = WorkerDeath(
                 worker_id=match["worker"],
                 node_id=match["node"],
                 exit_type=match["type"],
                 detail=detail,
                 exit_code=int(code["code"]) if code else None,
-                signal=_signal(logs, match["worker"]),
+                signal=signal,
+                err_file=err_file,
             )
     return found
 
@@ -174,8 +180,11 @@ def _records(path: Path, phrase: str) -> Iterable[str]:
         yield "".join(current)
 
 
-def _signal(logs: Path, worker_id: str) -> str | None:
-    """A fatal signal the worker's own log shows (Ray moves dead workers' logs to ``old``)."""
+def _signal(logs: Path, worker_id: str) -> tuple[str | None, str | None]:
+    """A fatal signal the worker's own log shows, and that log's path.
+
+    Ray moves dead workers' logs to ``logs/old``, so both places are searched.
+    """
     for folder in (logs, logs / "old"):
         for path in folder.glob(f"worker-{worker_id}-*.err"):
             try:
@@ -186,5 +195,5 @@ def _signal(logs: Path, worker_id: str) -> str | None:
                 continue
             match = _SIGNAL.search(text)
             if match:
-                return match["signal"]
-    return None
+                return match["signal"], str(path)
+    return None, None

@@ -8,74 +8,23 @@ that call: its function, node, process, duration, memory and traceback.
 
 from __future__ import annotations
 
-import html
 import re
-from dataclasses import dataclass, field
-from typing import Any
 
 from raytrace_kit import exceptions as kit_errors
+from raytrace_kit._reports import linking
 from raytrace_kit._reports.calls import Call
-from raytrace_kit._reports.deaths import WorkerDeath, find_ray_logs, worker_deaths
-from raytrace_kit._reports.session import Session, open_session
+from raytrace_kit._reports.deaths import WorkerDeath
+from raytrace_kit._reports.explanation import Explanation
+from raytrace_kit._reports.session import Session
 from raytrace_kit.exceptions import EventsNotFoundError, NotSerializableError, RaytraceKitError
 
 __all__ = ["Explanation", "explain", "explain_task"]
 
 
-@dataclass(frozen=True)
-class Explanation:
-    """What an error means: ``what`` happened, likely ``causes``, what to ``check``, ``fix``.
-
-    ``call`` is the failing call's record, when the session has it.
-    """
-
-    kind: str
-    what: str
-    causes: tuple[str, ...] = ()
-    check: tuple[str, ...] = ()
-    fix: tuple[str, ...] = ()
-    call: Call | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def _sections(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        return (("Likely causes", self.causes), ("Check", self.check), ("Fix", self.fix))
-
-    def __str__(self) -> str:
-        lines = [f"{self.kind}: {self.what}"]
-        for title, items in (
-            ("Likely causes", self.causes),
-            ("Check", self.check),
-            ("Fix", self.fix),
-        ):
-            if items:
-                lines.append(f"{title}:")
-                lines.extend(f"  - {item}" for item in items)
-        call = self.call
-        if call is not None:
-            where = f"node {(call.node_id or '?')[:12]}, pid {call.pid}"
-            lines.append(f"The call: {call.function} ({call.status}, {where}, call {call.call_id})")
-            if call.traceback:
-                lines.append(call.traceback.rstrip())
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        parts = [f"<p><b>{html.escape(self.kind)}</b>: {html.escape(self.what)}</p>"]
-        for title, items in (
-            ("Likely causes", self.causes),
-            ("Check", self.check),
-            ("Fix", self.fix),
-        ):
-            if items:
-                entries = "".join(f"<li>{html.escape(item)}</li>" for item in items)
-                parts.append(f"<p>{title}:</p><ul>{entries}</ul>")
-        if self.call is not None and self.call.traceback:
-            parts.append(f"<pre>{html.escape(self.call.traceback)}</pre>")
-        return "".join(parts)
-
-
 _OOM_CHECK = (
     "the calls' memory: open_session().calls(function=...) gives rss_growth_bytes per call",
-    "Ray's own record: 'ray memory' and the raylet log in the session's logs directory",
+    "Ray's record of the worker's exit: 'Reporting worker exit' in gcs_server.out, in the "
+    "session's logs directory (raytrace-kit report reads it)",
 )
 
 
@@ -176,8 +125,8 @@ def _actor_died(text: str, init_failed: bool) -> Explanation:
         what = "The actor was killed with ray.kill; its pending and later calls fail."
     elif "INTENDED_USER_EXIT" in text or "exit_actor" in text:
         what = "The actor ended itself (ray.actor.exit_actor() or sys.exit())."
-    elif "memory" in text.lower():
-        what = "The actor's process was killed for using too much memory."
+    elif "NODE_OUT_OF_MEMORY" in text:
+        what = "Ray's memory monitor killed the actor's process: its node ran low on memory."
     else:
         what = "The actor's process died (crashed, killed, or its node died)."
     return Explanation(
@@ -203,26 +152,6 @@ def _cause_type(exc: BaseException) -> type:
     )
 
 
-def _failing_call(
-    pid: int | None, name: str, cause_name: str, session: Session | None
-) -> Call | None:
-    """The call of the session that raised: by pid, function and error type."""
-    try:
-        calls = (session or open_session()).calls(status="error")
-    except (EventsNotFoundError, OSError):
-        return None
-    for call in reversed(calls):
-        if pid is not None and call.pid != pid:
-            continue
-        short = call.function.rsplit(".", 1)[-1]
-        if name and short not in name:
-            continue
-        if call.error_type != cause_name:
-            continue
-        return call
-    return None
-
-
 def explain(exc: BaseException | str, session: Session | None = None) -> Explanation:
     """Say what an error from ``ray.get`` (or the kit) means, and what to do about it.
 
@@ -240,17 +169,28 @@ def explain(exc: BaseException | str, session: Session | None = None) -> Explana
         return _explain_text(exc, session)
     from ray.exceptions import RayTaskError  # noqa: PLC0415 -- Ray loads only to explain
 
+    text = str(exc)
     if isinstance(exc, RayTaskError):
-        pid = getattr(exc, "pid", None)
-        name = str(getattr(exc, "function_name", "") or "")
-        return _task_error(_cause_type(exc).__name__, pid, name, session)
-    explained = _by_type(type(exc), str(exc), bool(getattr(exc, "_actor_init_failed", False)))
-    return _with_death(explained, type(exc), session)
+        function, pid = linking.task_identity(text)
+        cause = getattr(exc, "cause", None)
+        message = str(cause) if cause is not None else None
+        return _task_error(_cause_type(exc).__name__, function, pid, message, session=session)
+    explained = _by_type(type(exc), text, bool(getattr(exc, "_actor_init_failed", False)))
+    return _with_death(explained, type(exc), text, session)
 
 
-def _task_error(cause: str, pid: int | None, name: str, session: Session | None) -> Explanation:
-    call = _failing_call(pid, name, cause, session)
-    where = f" in {call.function}" if call is not None else ""
+def _task_error(
+    cause: str,
+    function: str | None,
+    pid: int | None,
+    message: str | None,
+    *,
+    session: Session | None,
+    call: Call | None = None,
+) -> Explanation:
+    if call is None:
+        call = linking.failing_call(session, cause, function, pid, message)
+    where = f" in {call.function}" if call is not None else (f" in {function}" if function else "")
     pid = pid or (call.pid if call is not None else None)
     return Explanation(
         f"{cause} in a task",
@@ -263,46 +203,76 @@ def _task_error(cause: str, pid: int | None, name: str, session: Session | None)
     )
 
 
-def _with_death(explained: Explanation, kind: type, session: Session | None) -> Explanation:
-    """For a worker death: the session's latest interrupted call, and why Ray says it died."""
+def _with_death(  # noqa: PLR0911 -- one link per kind of death
+    explained: Explanation, kind: type, text: str, session: Session | None
+) -> Explanation:
+    """For a death: the call it cut off and why Ray says its worker died, when known."""
     from ray import exceptions as ray_errors  # noqa: PLC0415
 
-    if not issubclass(kind, ray_errors.WorkerCrashedError | ray_errors.OutOfMemoryError):
+    if issubclass(kind, ray_errors.OutOfMemoryError):
+        worker = linking.oom_worker(text)
+        dead = [c for c in linking.interrupted_calls(session) if worker and c.worker_id == worker]
+        return _died(explained, dead[-1], session) if dead else explained
+    if issubclass(kind, ray_errors.RayActorError) and not issubclass(
+        kind, ray_errors.ActorUnavailableError
+    ):
+        actor = linking.actor_of(text)
+        call = linking.actor_call(session, actor) if actor else None
+        if call is not None:
+            return _died(explained, call, session, linking.text_death(text))
+        death = linking.text_death(text)
+        return _known(explained, death) if death is not None else explained
+    if not issubclass(kind, ray_errors.WorkerCrashedError):
         return explained
-    try:
-        interrupted = (session or open_session()).calls(status="interrupted")
-    except (EventsNotFoundError, OSError):
+    dead = linking.interrupted_calls(session)
+    if len(dead) == 1:
+        return _died(explained, dead[0], session)
+    if not dead:
         return explained
-    if not interrupted:
-        return explained
-    call = interrupted[-1]
-    return _died(explained, call, _death_of(call, session))
+    listed = tuple(
+        f"{c.function} (pid {c.pid}, started {c.started[11:23]}): "
+        + (death.cause if (death := linking.death_of(c, session)) else "no Ray record")
+        for c in reversed(dead[-5:])
+    )
+    return Explanation(
+        explained.kind,
+        explained.what + f" Ray's error does not say which task it was; {len(dead)} calls of "
+        "this session were cut off by a dying process (the latest first, under Check).",
+        explained.causes,
+        listed + explained.check,
+        explained.fix,
+    )
 
 
-def _death_of(call: Call, session: Session | None) -> WorkerDeath | None:
-    try:
-        root = (session or open_session()).root
-    except (EventsNotFoundError, OSError):
-        return None
-    logs = find_ray_logs(root)
-    if logs is None or not call.worker_id:
-        return None
-    return worker_deaths(logs, [call.worker_id]).get(call.worker_id)
+def _died(
+    explained: Explanation,
+    call: Call,
+    session: Session | None,
+    fallback: WorkerDeath | None = None,
+) -> Explanation:
+    death = linking.death_of(call, session) or fallback
+    known = _known(explained, death) if death is not None else explained
+    return Explanation(
+        known.kind, known.what, known.causes, known.check, known.fix, call=call,
+        details=known.details,
+    )  # fmt: skip
 
 
-def _died(explained: Explanation, call: Call, death: WorkerDeath | None) -> Explanation:
-    if death is None:
-        return Explanation(
-            explained.kind, explained.what, explained.causes, explained.check, explained.fix,
-            call=call,
-        )  # fmt: skip
+def _known(explained: Explanation, death: WorkerDeath) -> Explanation:
+    """An explanation whose cause is known: that cause and its fix, not the usual list."""
+    check = {
+        "crash": "the worker's .err file in the session's logs directory: Python's stack at "
+        "the crash (faulthandler)",
+        "killed": "dmesg on the node for 'Out of memory: Killed process <pid>' (the kernel's "
+        "OOM killer) ; else something killed it or called os._exit()",
+        "oom": "the node's memory use above, and each call's rss_growth_bytes",
+    }.get(death.kind)
     return Explanation(
         explained.kind,
         f"{explained.what} Ray's records: the process {death.cause}.",
-        explained.causes,
-        explained.check,
-        (death.fix, *explained.fix),
-        call=call,
+        (death.cause,),
+        (check,) if check else explained.check,
+        (death.fix,),
         details={"exit_type": death.exit_type, "ray_detail": death.detail},
     )
 
@@ -313,13 +283,15 @@ _NAMED = re.compile(
     r"(?:\b(?:ray\.exceptions|raytrace_kit\.exceptions)\.)?\b(?P<name>[A-Z]\w*(?:Error|Exception))"
     r"(?:\((?P<cause>\w+)\))?:"
 )
-_TASK = re.compile(r"ray::(?P<function>[\w.<>]+)\(\)(?: \(pid=(?P<pid>\d+))?")
+# The last line of a traceback: "ValueError: bad row 5" (or "pkg.errors.BadRow: ...").
+_RAISED = re.compile(r"^(?:[\w.]+\.)?(?P<name>[A-Za-z_]\w*): (?P<message>.*)$", re.MULTILINE)
 
 
 def _explain_text(text: str, session: Session | None) -> Explanation:
     """Explain an error from its printed text: the first Ray or kit error it names."""
     from ray import exceptions as ray_errors  # noqa: PLC0415
 
+    text = linking.plain(text)
     for match in _NAMED.finditer(text):
         name = match["name"]
         kind = getattr(ray_errors, name, None) or getattr(kit_errors, name, None)
@@ -327,12 +299,11 @@ def _explain_text(text: str, session: Session | None) -> Explanation:
             continue
         message = text[match.end() :].strip()
         if issubclass(kind, ray_errors.RayTaskError):
-            task = _TASK.search(message)
-            cause = match["cause"] or "an exception"
-            pid = int(task["pid"]) if task and task["pid"] else None
-            return _task_error(cause, pid, task["function"] if task else "", session)
+            return _text_task_error(message, match["cause"], session)
         init_failed = "__init__" in message or "creation task" in message
-        return _with_death(_by_type(kind, message, init_failed), kind, session)
+        return _with_death(_by_type(kind, message, init_failed), kind, message, session)
+    if "ray::" in text:  # str(e) of a task error: "ray::f() (pid=...)", its traceback, cause
+        return _text_task_error(text, None, session)
     return Explanation(
         "Not a Ray error",
         "The text names no Ray or raytrace_kit error.",
@@ -340,16 +311,31 @@ def _explain_text(text: str, session: Session | None) -> Explanation:
     )
 
 
+def _text_task_error(text: str, cause: str | None, session: Session | None) -> Explanation:
+    function, pid = linking.task_identity(text)
+    raised = list(_RAISED.finditer(text))
+    last = raised[-1] if raised else None
+    cause = cause or (last["name"] if last else None) or "an exception"
+    message = last["message"] if last and last["name"] == cause else None
+    return _task_error(cause, function, pid, message, session=session)
+
+
 def explain_task(task_id: str, session: Session) -> Explanation:
     """Explain what happened to a task, by (a prefix of) its Ray task id, from the session.
 
     Raises:
         EventsNotFoundError: the session has no call of that task.
+        InvalidValueError: the prefix matches calls of several tasks.
     """
     calls = [c for c in session.calls() if c.task_id and c.task_id.startswith(task_id)]
     if not calls:
         msg = f"no call of task {task_id!r} in {session.root}"
         raise EventsNotFoundError(msg)
+    tasks = sorted({c.task_id for c in calls if c.task_id})
+    if len(tasks) > 1:
+        shown = ", ".join(tasks[:5]) + (" ..." if len(tasks) > 5 else "")
+        msg = f"task id {task_id!r} matches {len(tasks)} tasks ({shown}): give more of it"
+        raise kit_errors.InvalidValueError(msg)
     call = calls[-1]  # the last attempt
     attempts = f" (attempt {call.attempt}, of {len(calls)} recorded)" if len(calls) > 1 else ""
     if call.status == "ok":
@@ -359,12 +345,19 @@ def explain_task(task_id: str, session: Session) -> Explanation:
             call=call,
         )
     if call.status == "error":
-        explained = _task_error(call.error_type or "an exception", call.pid, "", session)
+        cause = call.error_type or "an exception"
+        explained = _task_error(cause, None, call.pid, call.error, session=session, call=call)
         return Explanation(
             explained.kind, explained.what + attempts, explained.causes, explained.check,
             explained.fix, call=call,
         )  # fmt: skip
     from ray.exceptions import WorkerCrashedError  # noqa: PLC0415
 
-    died = _by_type(WorkerCrashedError, "")
-    return _died(died, call, _death_of(call, session))
+    if linking.still_running(call.pid, call.started):
+        return Explanation(
+            "Running",
+            f"{call.function} has started and not ended: its process is alive.",
+            check=("where it is now: raytrace_kit.stacks() for a debuggable actor",),
+            call=call,
+        )
+    return _died(_by_type(WorkerCrashedError, ""), call, session)

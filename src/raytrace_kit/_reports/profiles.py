@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raytrace_kit._html import card, rename_cells, table, where
 from raytrace_kit.exceptions import ProfileError, ProfileNotFoundError
 
 __all__ = [
@@ -51,19 +52,41 @@ class ProfileSummary:
             for row in self.top:
                 lines.append(
                     f"  {_bytes(row['size_bytes']):>10}  {row['allocations']:>8} allocs  "
-                    f"{row['function']} ({row['file']}:{row['line']})"
+                    f"{row['function']} ({where(row['file'], row['line'])})"
                 )
                 callers = row.get("callers") or ()
                 if callers:
-                    chain = " <- ".join(f"{f} ({Path(p).name}:{n})" for f, p, n in callers)
+                    chain = " <- ".join(f"{f} ({where(p, n)})" for f, p, n in callers)
                     lines.append(f"{'':>32}called from {chain}")
         else:
             for row in self.top:
                 lines.append(
                     f"  {row['cumulative_s']:9.4f}s cum {row['total_s']:9.4f}s own "
-                    f"{row['calls']:>7} calls  {row['function']} ({row['file']}:{row['line']})"
+                    f"{row['calls']:>7} calls  {row['function']} "
+                    f"({where(row['file'], row['line'])})"
                 )
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        if self.kind == "memray":
+            rows = [
+                (
+                    _bytes(r["size_bytes"]), r["allocations"], r["function"],
+                    where(r["file"], r["line"]),
+                    " <- ".join(f"{f} ({where(p, n)})" for f, p, n in r.get("callers") or ()),
+                )
+                for r in self.top
+            ]  # fmt: skip
+            headers = ("held at peak", "allocations", "function", "where", "called from")
+            summary = f"peak {_bytes(self.peak_memory_bytes or 0)}, {self.path.name}"
+            return card("memray profile", summary, table(headers, rows))
+        rows = [
+            (r["calls"], f"{r['total_s']:.4f}", f"{r['cumulative_s']:.4f}", r["function"],
+             where(r["file"], r["line"]))
+            for r in self.top
+        ]  # fmt: skip
+        headers = ("calls", "own s", "cum s", "function", "where")
+        return card("cProfile profile", self.path.name, table(headers, rows))
 
 
 def _bytes(size: int) -> str:
@@ -141,7 +164,9 @@ class FlameGraph(type(Path())):  # type: ignore[misc]  # the concrete Path class
     """The path of a memray HTML flame graph; shows inline in a notebook."""
 
     def _repr_html_(self) -> str:
-        source = html.escape(self.read_text(encoding="utf-8"), quote=True)
+        # Cells' code lives in files named by a hash: name them In [n] as tracebacks do.
+        text = rename_cells(self.read_text(encoding="utf-8"))
+        source = html.escape(text, quote=True)
         return f'<iframe srcdoc="{source}" style="width:100%;height:600px;border:0"></iframe>'
 
 
@@ -238,22 +263,22 @@ class CpuStats:
         for row in self.rows():
             lines.append(
                 f"  {row['calls']:>8} {row['total_s']:9.4f} {row['cumulative_s']:9.4f}  "
-                f"{row['function']} ({Path(row['file']).name}:{row['line']})"
+                f"{row['function']} ({where(row['file'], row['line'])})"
             )
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        return f"<CpuStats of {len(self.files)} file(s), top {self.top}>"
+
     def _repr_html_(self) -> str:
-        body = "".join(
-            f"<tr><td>{r['calls']}</td><td>{r['total_s']:.4f}</td><td>{r['cumulative_s']:.4f}</td>"
-            f"<td><code>{html.escape(str(r['function']))}</code></td>"
-            f"<td>{html.escape(Path(r['file']).name)}:{r['line']}</td></tr>"
+        rows = [
+            (r["calls"], f"{r['total_s']:.4f}", f"{r['cumulative_s']:.4f}", r["function"],
+             where(r["file"], r["line"]))
             for r in self.rows()
-        )
-        return (
-            f"<p>cProfile stats merged from {len(self.files)} file(s)</p><table><thead><tr>"
-            "<th>calls</th><th>own s</th><th>cum s</th><th>function</th><th>where</th>"
-            f"</tr></thead><tbody>{body}</tbody></table>"
-        )
+        ]  # fmt: skip
+        headers = ("calls", "own s", "cum s", "function", "where")
+        summary = f"merged from {len(self.files)} file(s)"
+        return card("cProfile stats", summary, table(headers, rows))
 
 
 def _names_match(recorded: str, wanted: str) -> bool:

@@ -17,16 +17,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from raytrace_kit._reports import render
 from raytrace_kit._reports.calls import distinct_processes, iter_calls
 from raytrace_kit._reports.deaths import find_ray_logs, worker_deaths
+from raytrace_kit._reports.linking import still_running
 from raytrace_kit._reports.session import Session, instant, open_session
 from raytrace_kit._reports.tally import Finding, Tally, seconds
+from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 
 if TYPE_CHECKING:
     from datetime import datetime
-
-    from rich.console import Console
-    from rich.table import Table
 
 __all__ = ["Finding", "Report", "report"]
 
@@ -54,108 +54,17 @@ class Report:
         data["findings"] = [asdict(f) for f in self.findings]
         return data
 
-    def _render(self, console: Console) -> None:
-        o = self.overview
-        console.print(
-            f"[bold]Run report[/bold]: {o['calls']} calls, {o['failed']} failed, "
-            f"{o['interrupted']} interrupted, {o['retried']} retries; {o['nodes']} node(s), "
-            f"{o['processes']} process(es), {o['span_s']:.3f} s"
-        )
-        if self.findings:
-            console.print("\n[bold]Findings[/bold]")
-            for finding in self.findings:
-                title, evidence = escape(finding.title), escape(finding.evidence)
-                console.print(f"- [bold]{title}[/bold]: {evidence}")
-                console.print(f"  Fix: {finding.fix}", markup=False, highlight=False)
-        self._render_failures(console)
-        self._render_tables(console)
-
-    def _render_failures(self, console: Console) -> None:
-        if not self.failures:
-            return
-        table = _table("Failures", ("function", "error", "count", "nodes", "first", "last"))
-        for f in self.failures:
-            table.add_row(
-                escape(f["function"]), escape(f["error_type"]), str(f["count"]),
-                str(len(f["nodes"])), f["first"][11:23], f["last"][11:23],
-            )  # fmt: skip
-        console.print(table)
-        for f in self.failures:
-            if f["traceback"]:
-                name, error = escape(f["function"]), escape(f["error_type"])
-                console.print(f"[bold]{name}[/bold] ({error}), one of them:")
-                console.print(f["traceback"].rstrip(), markup=False, highlight=False)
-
-    def _render_tables(self, console: Console) -> None:
-        if self.interrupted:
-            table = _table(
-                "Interrupted calls (their process died)",
-                ("function", "node", "pid", "started", "rss at start", "why (Ray's records)"),
-            )
-            for i in self.interrupted:
-                table.add_row(
-                    escape(i["function"]), (i["node_id"] or "?")[:12], str(i["pid"]),
-                    i["started"][11:23], _mib(i["rss_start_bytes"]),
-                    escape(i.get("cause") or "no record"),
-                )  # fmt: skip
-            console.print(table)
-        if self.slowest:
-            table = _table(
-                "Slowest functions", ("function", "calls", "p50", "p95", "max", "total", "share")
-            )
-            for s in self.slowest:
-                table.add_row(
-                    escape(s["function"]), str(s["count"]), f"{s['p50_s']:.3f}s",
-                    f"{s['p95_s']:.3f}s", f"{s['max_s']:.3f}s", f"{s['total_s']:.2f}s",
-                    f"{s['share']:.0%}",
-                )  # fmt: skip
-            console.print(table)
-        if self.memory:
-            table = _table("Memory per call", ("function", "largest growth", "largest RSS-SHR"))
-            for m in self.memory:
-                growth, private = _mib(m["max_growth_bytes"]), _mib(m["max_private_bytes"])
-                table.add_row(escape(m["function"]), growth, private)
-            console.print(table)
-
     def __str__(self) -> str:
-        from rich.console import Console  # noqa: PLC0415 -- rich loads on first render
-
-        console = Console(width=110, record=True, file=open(os.devnull, "w"), color_system=None)  # noqa: SIM115
-        self._render(console)
-        return console.export_text()
+        return render.text(self)
 
     def _repr_html_(self) -> str:
-        from rich.console import Console  # noqa: PLC0415
-
-        console = Console(width=110, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
-        self._render(console)
-        return console.export_html(inline_styles=True)
+        return render.html_card(self)
 
     def save_html(self, path: str | os.PathLike[str]) -> Path:
         """Write the report as one self-contained HTML file (renders offline)."""
         target = Path(path)
-        target.write_text(self._repr_html_(), encoding="utf-8")
+        target.write_text(render.html_page(self), encoding="utf-8")
         return target
-
-
-def escape(text: str) -> str:
-    """Text shown as is by rich (no markup: ``[x]`` stays ``[x]``)."""
-    from rich.markup import escape as rich_escape  # noqa: PLC0415 -- rich on first render
-
-    return rich_escape(text)
-
-
-def _table(title: str, columns: tuple[str, ...]) -> Table:
-    from rich.table import Table  # noqa: PLC0415 -- rich loads on first render
-
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
-    return table
-
-
-def _mib(value: int | None) -> str:
-    return "?" if value is None else f"{value / 2**20:.1f} MiB"
 
 
 def _failures(tally: Tally) -> list[dict[str, Any]]:
@@ -209,6 +118,7 @@ def _tiny_tasks(tally: Tally) -> list[Finding]:
                 f"{len(values)} calls, median {median * 1000:.2f} ms: Ray's cost of "
                 "scheduling a task (about a millisecond) outweighs the work",
                 "batch the work: one task per chunk of items instead of one per item",
+                "tiny_tasks", function,
             ))  # fmt: skip
     return found
 
@@ -227,7 +137,10 @@ def _one_at_a_time(tally: Tally) -> list[Finding]:
                 f"its {kids} task calls never overlapped: each started after the previous "
                 "ended (the ray.get-in-a-loop pattern)",
                 "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
-                "xs]; ray.get(refs)",
+                "xs]; ray.get(refs). If each call needs the one before, pass the ObjectRef on "
+                "instead of its value (x = f.remote(x)): Ray chains them without a round trip "
+                "through the caller",
+                "one_at_a_time", tally.name_of(parent),
             ))  # fmt: skip
     return found
 
@@ -257,6 +170,7 @@ def _serializing_actors(tally: Tally, span: float) -> list[Finding]:
             "spread the work over several actors (ray.util.ActorPool), move stateless work "
             "into tasks, or let calls that wait on I/O overlap (async methods, "
             "max_concurrency)",
+            "serializing_actor", owner,
         ))  # fmt: skip
     return found
 
@@ -267,9 +181,12 @@ def _other_findings(tally: Tally) -> list[Finding]:
         ratio, function = tally.busiest
         found.append(Finding(
             f"CPU oversubscription: {function}",
-            f"{tally.busy} call(s) used more CPU time than wall time (up to {ratio:.1f}x): "
-            "several threads each",
-            "limit the library's threads (OMP_NUM_THREADS) or ask for as many CPUs (num_cpus=)",
+            f"{tally.busy} call(s) kept more than one CPU busy (up to {ratio:.1f} CPUs: their "
+            "process's CPU time over their wall time): a library's threads, on a node where "
+            "Ray counts each task as the CPUs it asked for (1 by default)",
+            "limit the library's threads to the CPUs asked for (OMP_NUM_THREADS, "
+            "MKL_NUM_THREADS, torch.set_num_threads) or ask for as many CPUs (num_cpus=)",
+            "cpu_oversubscription", function,
         ))  # fmt: skip
     retried = sorted(
         ((a.retries, f) for f, a in tally.functions.items() if a.retries), reverse=True
@@ -283,6 +200,7 @@ def _other_findings(tally: Tally) -> list[Finding]:
             f"{sum(c for c, _ in retried)} call(s) succeeded only after a retry: {names}{more}",
             "find why the first attempts fail: open_session().calls(function=..., "
             "status='error') and their tracebacks (or raytrace-kit events --status error)",
+            "flaky_retries", retried[0][1],
         ))  # fmt: skip
     return found
 
@@ -297,7 +215,11 @@ _DEATH_TITLES = {
 
 
 def _deaths(session: Session, tally: Tally) -> list[Finding]:
-    """Why the interrupted calls' processes died, from Ray's records: rows and findings."""
+    """Why the processes of calls without an end died, from Ray's records.
+
+    Each row gets ``state`` (``died``, or ``running``: its process is alive) and
+    ``cause``; the dead get findings.
+    """
     if not tally.interrupted_count:
         return []
     logs = find_ray_logs(session.root)
@@ -306,10 +228,13 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         death = deaths.get(row["worker_id"] or "")
-        row["cause"] = death.cause if death else None
+        running = death is None and still_running(row["pid"], row["started"])
+        row["state"] = "running" if running else "died"
+        row["cause"] = death.cause if death else ("still running, no end yet" if running else None)
         row["exit_type"] = death.exit_type if death else None
         row["fix"] = death.fix if death else None
-        by_kind.setdefault(death.kind if death else "unknown", []).append(row)
+        if not running:
+            by_kind.setdefault(death.kind if death else "unknown", []).append(row)
     found = []
     for kind, group in by_kind.items():
         functions = ", ".join(sorted({row["function"] for row in group}))
@@ -319,10 +244,11 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
             )
             found.append(Finding(
                 "Processes died during calls",
-                f"{len(group)} call(s) of {functions} never ended; {where}. Most often the "
-                "OOM killer (exit status 137) or a native crash (139)",
+                f"{len(group)} call(s) of {functions} never ended and their process is gone; "
+                f"{where}. Most often the OOM killer (exit status 137) or a native crash (139)",
                 "compare their rss at start with the node's memory; give tasks more memory or "
                 "run fewer at once",
+                "death_unknown", functions,
             ))  # fmt: skip
             continue
         found.append(Finding(
@@ -330,6 +256,7 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
             f"{len(group)} call(s) of {functions} never ended: their process "
             f"{group[0]['cause']}",
             group[0]["fix"] or "",
+            f"death_{kind}", functions,
         ))  # fmt: skip
     return found
 
@@ -352,21 +279,37 @@ def report(
         until: Only calls that started before this time (as ``since``).
     """
     session = source if isinstance(source, Session) else open_session(source)
-    tally = Tally(instant(since), instant(until))
+    if not session.files:
+        msg = (
+            f"no event files in {session.root}: nothing to report (pass 'latest' for the "
+            "newest Ray session)"
+        )
+        raise EventsNotFoundError(msg)
+    start, end = instant(since), instant(until)
+    if start is not None and end is not None and start >= end:
+        msg = f"since={since!r} is not before until={until!r}: the window is empty"
+        raise InvalidValueError(msg)
+    tally = Tally(start, end)
     for files in distinct_processes(session.files):
         tally.process(iter_calls(files), files)
     span = seconds(tally.last) - seconds(tally.first) if tally.last else 0.0
+    tally.interrupted.sort(key=lambda i: i["started"])
+    deaths = _deaths(session, tally)
+    running = sum(row.get("state") == "running" for row in tally.interrupted)
     overview = {
         "calls": tally.calls,
         "failed": tally.failed,
-        "interrupted": tally.interrupted_count,
+        "failed_tasks": len(tally.failed_tasks - tally.recovered),
+        "interrupted": tally.interrupted_count - running,
+        "running": running,
         "retried": tally.retried,
         "nodes": len(tally.nodes),
         "processes": tally.processes,
         "span_s": span,
+        "functions": len(tally.functions),
+        "source": str(session.root),
+        "files": len(session.files),
     }
-    tally.interrupted.sort(key=lambda i: i["started"])
-    deaths = _deaths(session, tally)
     return Report(
         overview=overview,
         failures=_failures(tally),

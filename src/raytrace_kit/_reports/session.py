@@ -20,6 +20,8 @@ from typing import Any
 
 import msgspec
 
+from raytrace_kit._html import card, table
+from raytrace_kit._output.lines import readable
 from raytrace_kit._reports.calls import (
     STARTED,
     Call,
@@ -29,9 +31,9 @@ from raytrace_kit._reports.calls import (
     processes,
     unique,
 )
-from raytrace_kit.exceptions import EventsNotFoundError
+from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 
-__all__ = ["Call", "Session", "instant", "open_session", "ray_temp_root"]
+__all__ = ["Call", "Events", "Session", "instant", "open_session", "ray_temp_root"]
 
 _EVENT_GLOB = "events-*.jsonl"
 
@@ -47,6 +49,28 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session({str(self.root)!r}, {len(self.files)} event files)"
+
+    def _overview(self) -> list[tuple[str, str]]:
+        """What a glance at the files says, without reading them: counts, size, time span."""
+        groups = processes(self.files)
+        nodes = {g[-1].name.split("-")[1] for g in groups if g[-1].name.count("-") >= 2}
+        size = sum(_size(f) for f in self.files)
+        rows = [
+            ("event files", f"{len(self.files)} ({size / 2**20:.1f} MiB)"),
+            ("processes", str(len(groups))),
+            ("nodes", str(len(nodes))),
+        ]
+        stamps = [stamp for f in self.files[:_GLANCE_FILES] for stamp in _first_last(f)]
+        if stamps:
+            rows.append(("first and last event", f"{min(stamps)}  to  {max(stamps)}"))
+        rows.append(("read it", ".calls(), .events(status='error'), raytrace_kit.report(session)"))
+        return rows
+
+    def __str__(self) -> str:
+        return "\n".join([repr(self), *(f"  {k}: {v}" for k, v in self._overview())])
+
+    def _repr_html_(self) -> str:
+        return card("Session", str(self.root), table(("", ""), self._overview()))
 
     def _lines(self) -> Iterator[bytes]:
         for file in self.files:
@@ -66,7 +90,7 @@ class Session:
         node: str | None = None,
         since: str | datetime.datetime | None = None,
         until: str | datetime.datetime | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> Events:
         """Every event (as a dict), oldest first, optionally filtered.
 
         Args:
@@ -84,7 +108,7 @@ class Session:
         """
         decode = msgspec.json.decode
         since, until = instant(since), instant(until)
-        found: list[dict[str, Any]] = []
+        found = Events()
         for raw in self._lines():
             try:
                 item = decode(raw)
@@ -174,6 +198,77 @@ class Session:
         return pa.table(_columns(self.calls()))
 
 
+_GLANCE_FILES = 200  # a session's overview reads the first and last line of this many
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except OSError:
+        return 0
+
+
+def _first_last(file: Path) -> list[str]:
+    """The timestamps of a file's first and last lines (each starts with it)."""
+    try:
+        with file.open("rb") as handle:
+            first = handle.readline()
+            handle.seek(max(_size(file) - 4096, 0))
+            last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    except OSError:
+        return []
+    stamps = []
+    for line in (first, last):
+        if line.startswith(b'{"timestamp":"'):
+            stamps.append(line[14:40].decode("ascii", "replace").replace("T", " "))
+    return stamps
+
+
+class Events(list[dict[str, Any]]):
+    """Events as a list of dicts, shown short: a table in notebooks, lines in IPython."""
+
+    shown = 20
+
+    def _repr_html_(self) -> str:
+        rows = [_row(event) for event in self[: self.shown]]
+        more = len(self) - len(rows)
+        parts = [table(("time", "level", "event", "function", "outcome", "node", "pid"), rows)]
+        if more > 0:
+            parts.append(f"<div>... and {more} more (a list of dicts: index or filter it)</div>")
+        return card("Events", f"{len(self)} event(s)", *parts)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        if cycle:
+            printer.text("Events(...)")
+            return
+        lines = [f"{len(self)} event(s), a list of dicts:"]
+        lines.extend(readable(event) for event in self[: self.shown])
+        if len(self) > self.shown:
+            lines.append(f"... and {len(self) - self.shown} more")
+        printer.text("\n".join(lines))
+
+
+def _row(event: dict[str, Any]) -> tuple[str, ...]:
+    outcome = ""
+    if event.get("event") == "call.end":
+        duration = event.get("duration_s")
+        outcome = f"{event.get('status')}" + (
+            f" {duration:.3f}s" if isinstance(duration, int | float) else ""
+        )
+        if event.get("error_type"):
+            message = (str(event.get("error", "")).splitlines() or [""])[0]
+            outcome += f" {event['error_type']}: {message}"
+    return (
+        str(event.get("timestamp", ""))[:26].replace("T", " "),
+        str(event.get("level", "")),
+        str(event.get("event", "")),
+        str(event.get("function") or ""),
+        outcome,
+        str(event.get("node_id") or "")[:12],
+        str(event.get("pid") or ""),
+    )
+
+
 def _columns(calls: list[Call]) -> dict[str, list[Any]]:
     names = [*Call.__struct_fields__, "rss_growth_bytes"]
     return {name: [getattr(call, name) for call in calls] for name in names}
@@ -214,12 +309,23 @@ def _matches(  # noqa: PLR0917 -- one test per filter, in one place
 
 
 def instant(value: str | datetime.datetime | None) -> str | None:
-    """A time bound as the events write it: ISO 8601 UTC with ``+00:00``, microseconds."""
+    """A time bound as the events write it: ISO 8601 UTC with ``+00:00``, microseconds.
+
+    Raises:
+        InvalidValueError: ``value`` is not an ISO 8601 time (a ``ValueError``).
+    """
     if value is None:
         return None
     if isinstance(value, str):
         text = value.strip()
-        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        try:
+            parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            msg = (
+                f"{value!r} is not an ISO 8601 time: give a date and a time, for example "
+                "2026-11-22T14:05:00Z (UTC) or 2026-11-22T15:05:00+01:00"
+            )
+            raise InvalidValueError(msg) from None
     else:
         parsed = value
     if parsed.tzinfo is None:
@@ -252,7 +358,8 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
     """Open a run's records: events, calls and profiles. Ray need not be running.
 
     Args:
-        source: ``None``: this process's current session (:func:`raytrace_kit.log_dir`).
+        source: ``None``: this process's current session (:func:`raytrace_kit.log_dir`;
+            after ``ray.shutdown()``, the session that just ended).
             ``"latest"``: the newest Ray session on this machine. A path: a Ray session
             directory, its ``logs/raytrace_kit`` directory, a directory made by
             :func:`raytrace_kit.collect`, or a single event file.
@@ -266,7 +373,7 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
     if source is None:
         from raytrace_kit._output import paths  # noqa: PLC0415 -- imports Ray: only here
 
-        root = paths.log_dir()
+        root = paths.recent_log_dir()
     elif str(source) == "latest":
         root = _latest_session()
     else:

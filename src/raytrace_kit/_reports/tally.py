@@ -23,16 +23,24 @@ __all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
 
 LEAK_MIN_CALLS = 5  # a process whose RSS rose over at least this many calls in a row...
 LEAK_MIN_BYTES = 32 * 2**20  # ...by at least this much in all: the leak signature
+_BUSY_MIN_S = 0.05  # CPU against wall time means something only for calls this long
 MAX_LISTED = 1000  # task ids per failure group, interrupted calls: enough to act on
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One problem the records show: what, the evidence, and the fix."""
+    """One problem the records show: what, the evidence, and the fix.
+
+    ``kind`` names the rule for machines (``tiny_tasks``, ``one_at_a_time``,
+    ``serializing_actor``, ``leak``, ``cpu_oversubscription``, ``flaky_retries``, and
+    ``death_<cause>``); ``subject`` is the function, actor or process it is about.
+    """
 
     title: str
     evidence: str
     fix: str
+    kind: str = ""
+    subject: str = ""
 
 
 def seconds(stamp: str) -> float:
@@ -68,6 +76,8 @@ class Tally:
         self.processes = 0
         self.first, self.last = "~", ""
         self.failures: dict[tuple[str, str], dict[str, Any]] = {}
+        self.failed_tasks: set[str] = set()  # tasks with a failed attempt...
+        self.recovered: set[str] = set()  # ...and tasks a retry saved
         self.interrupted: list[dict[str, Any]] = []
         self.functions: dict[str, Function] = {}
         self.children: dict[str, array[float]] = {}
@@ -113,6 +123,8 @@ class Tally:
                 self.retried += 1
                 if status == "ok":
                     aggregate.retries += 1
+                    if call.task_id:
+                        self.recovered.add(call.task_id)
             duration = call.duration_s
             if duration is None:
                 continue
@@ -137,8 +149,8 @@ class Tally:
                     leak.short[0], leak.last_rss = call, rss  # flat memory: no call, no list
                 else:
                     leak.add(call, rss)
-            cpu = call.cpu_s
-            if cpu and duration and cpu > 1.5 * duration:
+            cpu = call.process_cpu_s  # every thread's: a library's thread pool shows here
+            if cpu and duration > _BUSY_MIN_S and cpu > 1.5 * duration:
                 self.busy += 1
                 self.busiest = max(self.busiest, (cpu / duration, function))
             if (call.parent_call_id or call.actor_id) and ended and call.mode != "local":
@@ -196,6 +208,8 @@ class Tally:
 
     def _failure(self, call: Call) -> None:
         self.failed += 1
+        if call.task_id:
+            self.failed_tasks.add(call.task_id)
         key = (call.function, call.error_type or "?")
         stamp = call.ended or call.started
         group = self.failures.get(key)
@@ -251,7 +265,8 @@ class _Run:
     def extend(self, call: Call, rss: int) -> None:
         self.length += 1
         self.grown = rss - self.rss_from
-        self.functions.add(call.function)
+        if (call.rss_growth_bytes or 0) > 0:  # the functions whose calls grew it
+            self.functions.add(call.function)
         self.top.append((call.rss_growth_bytes or 0, call.call_id, call.function))
         if len(self.top) > 3:  # keep the three calls that grew the process most
             self.top.sort(reverse=True)

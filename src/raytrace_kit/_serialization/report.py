@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import html
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
+from raytrace_kit._html import card, table
 from raytrace_kit._output import schema, writer
 from raytrace_kit.exceptions import NotSerializableError
 
@@ -94,25 +94,11 @@ class SerializationReport:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        title = html.escape(self.target)
         if self.ok:
-            return f"<p><code>{title}</code>: serializable &#10003;</p>"
-        rows = "".join(
-            "<tr>"
-            f"<td><code>{html.escape(f.dotted_path)}</code></td>"
-            f"<td>{html.escape(f.scope)}</td>"
-            f"<td><code>{html.escape(f.type_name)}</code></td>"
-            f"<td>{html.escape(f.error)}</td>"
-            f"<td>{html.escape(f.fix)}</td>"
-            "</tr>"
-            for f in self.failures
-        )
-        return (
-            f"<p><code>{title}</code>: <b>not serializable</b> "
-            f"({html.escape(self.error)})</p>"
-            "<table><thead><tr><th>value</th><th>scope</th><th>type</th>"
-            f"<th>error</th><th>fix</th></tr></thead><tbody>{rows}</tbody></table>"
-        )
+            return card("Serializable", self.target)
+        rows = [(f.dotted_path, f.scope, f.type_name, f.error, f.fix) for f in self.failures]
+        headers = ("value", "scope", "type", "error", "fix")
+        return card("Not serializable", f"{self.target}: {self.error}", table(headers, rows))
 
     def raise_if_failed(self, context: str) -> None:
         """Raise :class:`NotSerializableError` naming the culprits, if not ``ok``.

@@ -68,13 +68,19 @@ def _end(
     call: ActiveCall | None,
     exc: BaseException | None,
     extra: str = "",
-    cpu_s: float | None = None,
+    cpu: tuple[float, float] | None = None,
 ) -> None:
     if call is None or not spec.options.log:
         return
     try:
         duration = time.perf_counter() - call.started
-        tail = schema.end_members(duration, exc, cpu_s, call.rss_start) + extra
+        cpu_s, process_cpu_s = cpu if cpu is not None else (None, None)
+        tail = (
+            schema.end_members(
+                duration, exc, cpu_s, rss_start=call.rss_start, process_cpu_s=process_cpu_s
+            )
+            + extra
+        )
         writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
     except Exception as exc2:
         writer.report_failure("end-call", "cannot record the end of the call", exc2)
@@ -127,7 +133,10 @@ class Boundary:
         self.attempt = attempt  # local mode's own retries; Ray's come from Ray
         # The CPU time of the thread, for calls that hold one thread from start to end;
         # None for async calls and generators, whose thread runs other code in between.
-        self.cpu_started: float | None = time.thread_time() if cpu and spec.options.log else None
+        # Both clocks: the thread's, and the process's (all threads: a library's own too).
+        self.cpu_started: tuple[float, float] | None = (
+            (time.thread_time(), time.process_time()) if cpu and spec.options.log else None
+        )
 
     def __enter__(self) -> None:
         """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code."""
@@ -185,8 +194,10 @@ class Boundary:
             except Exception as error:
                 writer.report_failure("profile-end", "cannot finish the profile", error)
         started = self.cpu_started
-        cpu_s = None if started is None else time.thread_time() - started
-        _end(self.spec, self.call, exc, tail, cpu_s)
+        cpu = None
+        if started is not None:
+            cpu = (time.thread_time() - started[0], time.process_time() - started[1])
+        _end(self.spec, self.call, exc, tail, cpu)
 
 
 def run(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import html
 import json
 import os
 import stat
@@ -32,6 +33,7 @@ from typing import Any
 import ray
 
 from raytrace_kit import _process
+from raytrace_kit._html import card, cell_name, pre
 from raytrace_kit._output import paths, writer
 
 __all__ = [
@@ -135,15 +137,44 @@ class ProcessStacks:
                 )
             if thread.hidden:
                 lines.append(f"  ({thread.hidden} frames of Ray and raytrace_kit hidden)")
-            for filename, lineno, function, source in thread.frames:
-                lines.append(f'  File "{filename}", line {lineno}, in {function}')
-                if source:
-                    lines.append(f"    {source}")
+            lines.extend(_frame_lines(thread))
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = []
+        for thread in self.threads:
+            running = "; ".join(
+                f"running {c.function} for {c.running_s:.1f}s (call {c.call_id})"
+                for c in thread.calls
+            )
+            hidden = f" ({thread.hidden} frames of Ray and raytrace_kit hidden)" * bool(
+                thread.hidden
+            )
+            title = f"Thread {thread.name!r}{': ' + running if running else ''}{hidden}"
+            parts.append(f"<div>{html.escape(title)}</div>")
+            parts.append(pre("\n".join(_frame_lines(thread)) or "(no Python frames)"))
+        summary = (
+            f"pid {self.pid} on node {(self.node_id or '?')[:12]}, {len(self.threads)} thread(s)"
+        )
+        if self.hidden_threads:
+            summary += f"; {self.hidden_threads} of Ray and Python hidden (all_frames=True)"
+        return card("Python stacks", summary, *parts)
 
     def find(self, function: str) -> ThreadStack | None:
         """The first thread whose stack contains a frame of ``function``."""
         return next((t for t in self.threads if function in t.functions()), None)
+
+
+def _frame_lines(thread: ThreadStack) -> list[str]:
+    """A thread's frames as Python prints a traceback, most recent last (cells as In [n])."""
+    lines = []
+    for filename, lineno, function, source in thread.frames:
+        cell = cell_name(filename)
+        place = f"Cell {cell}" if cell is not None else f'File "{filename}"'
+        lines.append(f"  {place}, line {lineno}, in {function}")
+        if source:
+            lines.append(f"    {source}")
+    return lines
 
 
 def process_stacks(all_frames: bool = False, *, include_caller: bool = False) -> ProcessStacks:

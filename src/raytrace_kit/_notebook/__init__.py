@@ -1,0 +1,1 @@
+"""Notebook support: the IPython extension (``%load_ext raytrace_kit``)."""

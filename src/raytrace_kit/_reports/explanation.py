@@ -1,0 +1,62 @@
+"""``Explanation``: what an error means, its likely causes, what to check, and the fix."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from raytrace_kit._html import card, pre
+from raytrace_kit._reports.calls import Call
+
+__all__ = ["Explanation"]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What an error means: ``what`` happened, likely ``causes``, what to ``check``, ``fix``.
+
+    ``call`` is the failing call's record, when the session has it.
+    """
+
+    kind: str
+    what: str
+    causes: tuple[str, ...] = ()
+    check: tuple[str, ...] = ()
+    fix: tuple[str, ...] = ()
+    call: Call | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def _sections(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return (("Likely causes", self.causes), ("Check", self.check), ("Fix", self.fix))
+
+    def __str__(self) -> str:
+        lines = [f"{self.kind}: {self.what}"]
+        for title, items in self._sections():
+            if items:
+                lines.append(f"{title}:")
+                lines.extend(f"  - {item}" for item in items)
+        call = self.call
+        if call is not None:
+            where = f"node {(call.node_id or '?')[:12]}, pid {call.pid}"
+            lines.append(f"The call: {call.function} ({call.status}, {where}, call {call.call_id})")
+            if call.traceback:
+                lines.append(call.traceback.rstrip())
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<div>{html.escape(self.what)}</div>"]
+        for title, items in self._sections():
+            if items:
+                entries = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+                parts.append(f"<div><b>{title}</b></div><ul>{entries}</ul>")
+        call = self.call
+        if call is not None:
+            where = f"node {(call.node_id or '?')[:12]}, pid {call.pid}"
+            parts.append(
+                f"<div><b>The call</b>: {html.escape(call.function)} ({html.escape(call.status)}"
+                f", {html.escape(where)}, call {html.escape(call.call_id)})</div>"
+            )
+            if call.traceback:
+                parts.append(pre(call.traceback.rstrip()))
+        return card(self.kind, "", *parts)

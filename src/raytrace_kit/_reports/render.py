@@ -1,0 +1,162 @@
+"""How a :class:`~raytrace_kit.Report` looks: rich text for terminals, HTML for notebooks.
+
+Both renderings are built from one list of sections (title, columns, rows), so the
+terminal and the notebook always show the same things.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from typing import TYPE_CHECKING, Any
+
+from raytrace_kit._html import card, pre, table
+
+if TYPE_CHECKING:
+    from raytrace_kit._reports.report import Report
+
+__all__ = ["html_card", "html_page", "sections", "text"]
+
+Section = tuple[str, tuple[str, ...], list[tuple[str, ...]]]
+
+
+def _mib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 2**20:.1f} MiB"
+
+
+def headline(report: Report) -> str:
+    o = report.overview
+    if not o["calls"]:
+        return (
+            f"no calls in {o.get('files', 0)} event file(s) of {o.get('source', '?')}: no "
+            "debuggable call ran in that window, or these are not raytrace_kit event files"
+        )
+    failed = f"{o['failed']} failed"
+    if o.get("failed_tasks") is not None and o["failed_tasks"] != o["failed"]:
+        failed += f" ({o['failed_tasks']} tasks failed in the end)"
+    running = f", {o['running']} still running" if o.get("running") else ""
+    return (
+        f"{o['calls']} calls, {failed}, {o['interrupted']} interrupted{running}, "
+        f"{o['retried']} retries; {o['nodes']} node(s), {o['processes']} process(es), "
+        f"{o['span_s']:.3f} s"
+    )
+
+
+_TRACE_LINES, _LINE_CHARS = 60, 300  # a traceback shown: its last lines, each this long
+
+
+def _shown(trace: str) -> str:
+    lines = [
+        line if len(line) <= _LINE_CHARS else line[: _LINE_CHARS - 3] + "..."
+        for line in trace.rstrip().splitlines()
+    ]
+    if len(lines) > _TRACE_LINES:
+        lines = [f"... ({len(lines) - _TRACE_LINES} lines above)", *lines[-_TRACE_LINES:]]
+    return "\n".join(lines)
+
+
+def sections(report: Report) -> list[Section]:
+    """The report's tables, each only when it has rows."""
+    found: list[Section] = []
+    if report.failures:
+        found.append((
+            "Failures", ("function", "error", "count", "nodes", "first (UTC)", "last (UTC)"),
+            [(f["function"], f["error_type"], str(f["count"]), str(len(f["nodes"])),
+              f["first"][11:23], f["last"][11:23]) for f in report.failures],
+        ))  # fmt: skip
+    if report.interrupted:
+        found.append((
+            "Calls without an end (their process died, or still runs)",
+            ("function", "node", "pid", "started (UTC)", "rss at start", "why (Ray's records)"),
+            [(i["function"], (i["node_id"] or "?")[:12], str(i["pid"]), i["started"][11:23],
+              _mib(i["rss_start_bytes"]), i.get("cause") or "no record")
+             for i in report.interrupted],
+        ))  # fmt: skip
+    if report.slowest:
+        found.append((
+            _top("Slowest functions", len(report.slowest), report.overview.get("functions")),
+            ("function", "calls", "p50", "p95", "max", "total", "share"),
+            [(s["function"], str(s["count"]), f"{s['p50_s']:.3f}s", f"{s['p95_s']:.3f}s",
+              f"{s['max_s']:.3f}s", f"{s['total_s']:.2f}s", f"{s['share']:.0%}")
+             for s in report.slowest],
+        ))  # fmt: skip
+    if report.memory:
+        found.append((
+            _top("Memory per call", len(report.memory), report.overview.get("functions")),
+            ("function", "largest growth", "largest RSS-SHR"),
+            [(m["function"], _mib(m["max_growth_bytes"]), _mib(m["max_private_bytes"]))
+             for m in report.memory],
+        ))  # fmt: skip
+    return found
+
+
+def _top(title: str, shown: int, of: int | None) -> str:
+    return f"{title} (the top {shown} of {of})" if of and of > shown else title
+
+
+def _tracebacks(report: Report) -> list[tuple[str, str]]:
+    return [
+        (f"{f['function']} ({f['error_type']}), the latest:", _shown(f["traceback"]))
+        for f in report.failures
+        if f["traceback"]
+    ]
+
+
+def text(report: Report) -> str:
+    """The report for a terminal (rich tables, no colours)."""
+    from rich.console import Console  # noqa: PLC0415 -- rich loads on first render
+    from rich.markup import escape  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    with open(os.devnull, "w") as sink:
+        console = Console(width=110, record=True, file=sink, color_system=None)
+        _print(console, report, escape, Table)
+        return console.export_text()
+
+
+def _print(console: Any, report: Report, escape: Any, table_type: Any) -> None:
+    console.print(f"[bold]Run report[/bold]: {escape(headline(report))}", soft_wrap=True)
+    if report.findings:
+        console.print("\n[bold]Findings[/bold]")
+        for finding in report.findings:  # soft-wrapped: one line each, whole for grep
+            title, evidence = escape(finding.title), escape(finding.evidence)
+            console.print(f"- [bold]{title}[/bold]: {evidence}", soft_wrap=True)
+            console.print(f"  Fix: {finding.fix}", markup=False, highlight=False, soft_wrap=True)
+    for index, (title, columns, rows) in enumerate(sections(report)):
+        shown = table_type(title=title, title_justify="left")
+        for column in columns:
+            shown.add_column(column)
+        for row in rows:
+            shown.add_row(*(escape(cell) for cell in row))
+        console.print(shown)
+        if index == 0 and report.failures:  # the failures' tracebacks follow their table
+            for caption, trace in _tracebacks(report):
+                console.print(caption, markup=False, highlight=False, style="bold")
+                console.print(trace, markup=False, highlight=False)
+
+
+def html_card(report: Report) -> str:
+    """The report for a notebook: the same sections as HTML tables, all escaped."""
+    parts: list[str] = []
+    if report.findings:
+        items = "".join(
+            f"<li><b>{html.escape(f.title)}</b>: {html.escape(f.evidence)}<br>"
+            f"<i>Fix:</i> {html.escape(f.fix)}</li>"
+            for f in report.findings
+        )
+        parts.append(f"<div><b>Findings</b></div><ul>{items}</ul>")
+    for index, (title, columns, rows) in enumerate(sections(report)):
+        parts.append(f"<div><b>{html.escape(title)}</b></div>")
+        parts.append(table(columns, rows))
+        if index == 0 and report.failures:
+            for caption, trace in _tracebacks(report):
+                parts.append(f"<div>{html.escape(caption)}</div>{pre(trace)}")
+    return card("Run report", headline(report), *parts)
+
+
+def html_page(report: Report) -> str:
+    """One self-contained page (no scripts, no network) for ``save_html()``."""
+    return (
+        '<!doctype html><html><head><meta charset="utf-8"><title>raytrace_kit run report'
+        f"</title></head><body>{html_card(report)}</body></html>"
+    )
