@@ -12,12 +12,23 @@ tracebacks, ``In [3]``, when this process runs the kernel that ran the cell.
 from __future__ import annotations
 
 import html
+import linecache
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["card", "cell_name", "code", "pre", "rename_cells", "table", "where"]
+__all__ = [
+    "card",
+    "cell_name",
+    "cell_traceback",
+    "code",
+    "pre",
+    "rename_cells",
+    "table",
+    "where",
+]
 
 _CARD = (
     "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;"
@@ -94,6 +105,35 @@ def where(filename: str, line: int | str) -> str:
     if cell is not None:
         return f"{cell}, line {line}"
     return f"{Path(filename).name}:{line}"
+
+
+_FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"]+)", line (?P<line>\d+)(?P<rest>.*)$')
+
+
+def cell_traceback(text: str) -> str:
+    """A traceback with this kernel's cells named as IPython names them, with their code.
+
+    ``File "/tmp/ipykernel_1/123.py", line 5, in f`` becomes ``Cell In [3], line 5, in f``,
+    followed by the line's code when the traceback has none (a worker cannot read a cell's
+    code; the kernel that ran the cell can).
+    """
+    if _compiler() is None:
+        return text
+    lines = text.splitlines()
+    shown: list[str] = []
+    for index, line in enumerate(lines):
+        match = _FRAME.match(line)
+        cell = cell_name(match["file"]) if match else None
+        if match is None or cell is None:
+            shown.append(line)
+            continue
+        shown.append(f"{match['indent']}Cell {cell}, line {match['line']}{match['rest']}")
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if _FRAME.match(following) or not following.startswith(match["indent"] + "  "):
+            code = linecache.getline(match["file"], int(match["line"])).strip()
+            if code:
+                shown.append(f"{match['indent']}  {code}")
+    return "\n".join(shown) + ("\n" if text.endswith("\n") else "")
 
 
 def rename_cells(text: str) -> str:

@@ -1,25 +1,68 @@
 """pytest plugin for projects that use raytrace_kit (registered as ``pytest11``).
 
-Fixtures:
+Fixtures and markers:
     ray_local: runs the test in local mode: every debuggable call made by the test runs
         in the test's process, with no Ray cluster, and the previous state is restored
         afterwards. Strict: a plain ``@ray.remote`` call made by the test, which would run
         on a cluster (and start one), raises ``LocalModeError`` naming the function.
+    @pytest.mark.ray_local: the same, for a test or a class, without naming the fixture.
+
+Options:
+    --ray-local: every test of the session in strict local mode.
+    --no-raytrace-summary: no summary of failed and slowest debuggable calls at the end.
+
+Nothing here imports Ray until a test asks for local mode or the session ran
+debuggable calls: the plugin loads in every pytest session of an environment that has
+raytrace_kit installed.
 
 Example:
     .. code-block:: python
 
         def test_transform(ray_local):
             assert ray.get(transform.remote([1, 2])) == [2, 4]
+
+        @pytest.mark.ray_local
+        def test_load():
+            assert ray.get(load.remote("a.csv")).shape == (3, 2)
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 __all__ = ["ray_local"]
+
+_SUMMARY_ROWS = 5
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("raytrace_kit")
+    group.addoption(
+        "--ray-local",
+        action="store_true",
+        help="run every test in raytrace_kit's strict local mode (no Ray cluster)",
+    )
+    group.addoption(
+        "--no-raytrace-summary",
+        action="store_true",
+        help="leave out the summary of failed and slowest debuggable calls",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "ray_local: run the test in raytrace_kit's strict local mode (no cluster)"
+    )
+    config.stash[_STARTED] = datetime.now(timezone.utc)
+
+
+_STARTED = pytest.StashKey[datetime]()
 
 
 @pytest.fixture
@@ -31,3 +74,54 @@ def ray_local() -> Iterator[None]:
 
     with local_mode(strict=True):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _raytrace_kit_local_marker(request: pytest.FixtureRequest) -> None:
+    """``@pytest.mark.ray_local`` and ``--ray-local``: the ``ray_local`` fixture, unnamed."""
+    if request.node.get_closest_marker("ray_local") is not None or request.config.getoption(
+        "ray_local"
+    ):
+        request.getfixturevalue("ray_local")
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """A short summary of the session's failed and slowest debuggable calls."""
+    if config.getoption("no_raytrace_summary") or "raytrace_kit._driver.proxy" not in sys.modules:
+        return  # no debuggable object was ever made: nothing to say, nothing to import
+    try:
+        lines = _summary(config.stash[_STARTED])
+    except Exception as exc:
+        lines = [f"(no summary: {type(exc).__name__}: {exc})"]
+    if lines:
+        terminalreporter.write_sep("-", "raytrace_kit: debuggable calls")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def _summary(since: datetime) -> list[str]:
+    from raytrace_kit import _process  # noqa: PLC0415
+    from raytrace_kit._reports.report import report  # noqa: PLC0415
+    from raytrace_kit._reports.session import Session  # noqa: PLC0415
+
+    state = _process.state
+    folders = {d for d in (state.last_ray_log_dir, state.fallback_dir) if d is not None}
+    files = sorted(
+        {f for d in folders if Path(d).is_dir() for f in Path(d).rglob("events-*.jsonl")}
+    )
+    if not files:
+        return []
+    made = report(Session(next(iter(folders)), files), since=since)
+    if not made.overview["calls"]:
+        return []
+    o = made.overview
+    lines = [f"{o['calls']} calls, {o['failed']} failed, {o['interrupted']} interrupted"]
+    for failure in made.failures[:_SUMMARY_ROWS]:
+        lines.append(f"  failed: {failure['function']} {failure['error_type']} x{failure['count']}")
+    for slow in made.slowest[:_SUMMARY_ROWS]:
+        lines.append(
+            f"  slowest: {slow['function']} x{slow['count']}, p95 {slow['p95_s']:.3f}s, "
+            f"max {slow['max_s']:.3f}s"
+        )
+    lines.append(f"  more: raytrace-kit report {' '.join(str(f) for f in folders)}")
+    return lines

@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytrace_kit._html import card, pre
+from raytrace_kit._html import card, cell_traceback, pre
 from raytrace_kit._reports.calls import Call
 
 __all__ = ["Explanation"]
@@ -41,7 +41,7 @@ class Explanation:
             where = f"node {(call.node_id or '?')[:12]}, pid {call.pid}"
             lines.append(f"The call: {call.function} ({call.status}, {where}, call {call.call_id})")
             if call.traceback:
-                lines.append(call.traceback.rstrip())
+                lines.append(cell_traceback(call.traceback).rstrip())
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -58,5 +58,5 @@ class Explanation:
                 f", {html.escape(where)}, call {html.escape(call.call_id)})</div>"
             )
             if call.traceback:
-                parts.append(pre(call.traceback.rstrip()))
+                parts.append(pre(cell_traceback(call.traceback).rstrip()))
         return card(self.kind, "", *parts)

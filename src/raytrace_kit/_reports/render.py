@@ -10,7 +10,7 @@ import html
 import os
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._html import card, pre, table
+from raytrace_kit._html import card, cell_traceback, pre, table
 
 if TYPE_CHECKING:
     from raytrace_kit._reports.report import Report
@@ -46,6 +46,7 @@ _TRACE_LINES, _LINE_CHARS = 60, 300  # a traceback shown: its last lines, each t
 
 
 def _shown(trace: str) -> str:
+    trace = cell_traceback(trace)
     lines = [
         line if len(line) <= _LINE_CHARS else line[: _LINE_CHARS - 3] + "..."
         for line in trace.rstrip().splitlines()

@@ -1,0 +1,151 @@
+"""A real notebook, run by a real Jupyter kernel.
+
+Remote code is defined in cells; the magics run; each object a user looks at shows in the
+cell's output as HTML, short, with cells named as IPython names them.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from . import conftest
+
+CELLS = [
+    # 0
+    "%load_ext raytrace_kit",
+    # 1
+    "import ray, raytrace_kit\n"
+    "from raytrace_kit import debuggable\n"
+    "ray.init(address='auto', log_to_driver=False)",
+    # 2: remote code defined in a cell
+    "@debuggable\n"
+    "@ray.remote\n"
+    "def allocate_blocks(n):\n"
+    "    kept = [bytearray(4 * 2**20) for _ in range(n)]\n"
+    "    return sum(len(b) for b in kept)\n"
+    "\n"
+    "@debuggable\n"
+    "@ray.remote\n"
+    "def spin(n):\n"
+    "    return sum(i * i for i in range(n))\n"
+    "\n"
+    "@debuggable\n"
+    "@ray.remote\n"
+    "def fails(text):\n"
+    "    return int(text)\n"
+    "\n"
+    "@debuggable\n"
+    "@ray.remote\n"
+    "class Tally:\n"
+    "    def __init__(self):\n"
+    "        self.total = 0\n"
+    "    def add(self, n):\n"
+    "        self.total += n\n"
+    "        return (self.total, raytrace_kit.is_local_mode())\n"
+    "\n"
+    "allocate_blocks",
+    # 3
+    "%%profile_memory\nray.get(allocate_blocks.remote(4))",
+    # 4
+    "%%profile_cpu\nray.get([spin.remote(200_000) for _ in range(3)])",
+    # 5
+    "%%local_mode\ntally = Tally.remote()\nray.get(tally.add.remote(2))",
+    # 6
+    "raytrace_kit.echo(True)\nraytrace_kit.get_logger().info('loaded', rows=3)",
+    # 7
+    "try:\n    ray.get(fails.remote('x7'))\nexcept ValueError as error:\n"
+    "    explained = raytrace_kit.explain(error)\nexplained",
+    # 8
+    "%raytrace_report",
+    # 9
+    "raytrace_kit.open_session()",
+    # 10
+    "raytrace_kit.read_events()",
+    # 11
+    "ray.shutdown()",
+]
+
+
+def _html(cell: Any) -> list[str]:
+    return [
+        out["data"]["text/html"]
+        for out in cell.outputs
+        if out.get("output_type") in {"display_data", "execute_result"}
+        and "text/html" in out.get("data", {})
+    ]
+
+
+def _text(cell: Any) -> str:
+    parts = []
+    for out in cell.outputs:
+        if out.get("output_type") == "stream":
+            parts.append(out["text"])
+        elif "text/plain" in out.get("data", {}):
+            parts.append(out["data"]["text/plain"])
+    return "".join(parts)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    client = NotebookClient(
+        notebook,
+        timeout=240,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    cells = notebook.cells
+    for cell in cells:  # no cell raised
+        assert not [o for o in cell.outputs if o.get("output_type") == "error"], cell.outputs
+
+    # The debuggable function, shown short: its name and options, not a dataclass repr.
+    (function,) = _html(cells[2])
+    assert "debuggable function" in function
+    assert "allocate_blocks" in function
+
+    # %%profile_memory: the headline, then flame graphs; one is the remote call's, with the
+    # allocating function in its data and the cell named as IPython names it.
+    shown = _html(cells[3])
+    assert "memray block" in shown[0]
+    graphs = [html.unescape(g) for g in shown[1:]]
+    assert graphs
+    assert all(g.startswith("<iframe srcdoc=") for g in graphs)
+    remote = [g for g in graphs if "allocate_blocks" in g]
+    assert remote, "no flame graph holds the allocating function"
+    assert any("In [" in g for g in remote)  # the cell, not /tmp/ipykernel_*/<hash>.py
+    assert "ipykernel_" not in remote[0]
+
+    # %%profile_cpu: the merged table names the cell's function.
+    (stats,) = _html(cells[4])
+    rows = conftest.table_rows(stats)
+    assert any(row[3] == "spin" for row in rows[1:]), rows
+
+    # %%local_mode: the actor ran in the kernel, in local mode.
+    assert "(2, True)" in _text(cells[5])
+
+    # echo(True): the event shows in the cell's output, one readable line.
+    assert "loaded  rows=3" in _text(cells[6])
+
+    # explain(): a card with the failing call's traceback line.
+    (explained,) = _html(cells[7])
+    assert "ValueError in a task" in explained
+    trace = html.unescape(explained)
+    assert "Cell In [3], line 15, in fails\n    return int(text)" in trace  # the cell's code
+
+    # %raytrace_report, the session, the events: HTML, short.
+    (made,) = _html(cells[8])
+    assert "Run report" in made
+    assert any("fails" in row[0] for row in conftest.table_rows(made))
+    (session,) = _html(cells[9])
+    assert "Session" in session
+    (events,) = _html(cells[10])
+    assert "Events" in events
+    assert len(conftest.table_rows(events)) <= 21  # a header and at most 20 rows
