@@ -42,13 +42,14 @@ def typecheck(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the Sphinx docs; any warning is an error."""
     session.install("-e", ".[docs]")
+    session.run("python", "docs/screenshots.py")  # pictures made from real output
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Run every script in examples/ to completion, non-interactively."""
-    session.install("-e", ".")
+    session.install("-e", ".[notebook]")
     scripts = sorted((HERE / "examples").glob("*.py"))
     if not scripts:
         session.error("no scripts in examples/")

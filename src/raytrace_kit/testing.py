@@ -1,15 +1,17 @@
 """pytest plugin for projects that use raytrace_kit (registered as ``pytest11``).
 
 Fixtures and markers:
-    ray_local: runs the test in local mode: every debuggable call made by the test runs
-        in the test's process, with no Ray cluster, and the previous state is restored
+    ``ray_local``: runs the test in local mode: every debuggable call made by the test
+        runs in the test's process, with no Ray cluster, and the previous state is restored
         afterwards. Strict: a plain ``@ray.remote`` call made by the test, which would run
         on a cluster (and start one), raises ``LocalModeError`` naming the function.
-    @pytest.mark.ray_local: the same, for a test or a class, without naming the fixture.
+
+    ``@pytest.mark.ray_local``: the same, for a test or a class, without the fixture.
 
 Options:
-    --ray-local: every test of the session in strict local mode.
-    --no-raytrace-summary: no summary of failed and slowest debuggable calls at the end.
+    ``--ray-local``: every test of the session in strict local mode.
+
+    ``--no-raytrace-summary``: no summary of failed and slowest debuggable calls.
 
 Nothing here imports Ray until a test asks for local mode or the session ran
 debuggable calls: the plugin loads in every pytest session of an environment that has
