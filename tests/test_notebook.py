@@ -68,6 +68,8 @@ CELLS = [
     # 10
     "raytrace_kit.read_events()",
     # 11
+    "raytrace_kit.open_session().calls()",
+    # 12
     "ray.shutdown()",
 ]
 
@@ -149,3 +151,6 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     (events,) = _html(cells[10])
     assert "Events" in events
     assert len(conftest.table_rows(events)) <= 21  # a header and at most 20 rows
+    (calls,) = _html(cells[11])
+    assert "Calls" in calls
+    assert any(row[1].endswith(".fails") for row in conftest.table_rows(calls)[1:])

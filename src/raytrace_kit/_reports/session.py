@@ -21,7 +21,6 @@ from typing import Any
 import msgspec
 
 from raytrace_kit._html import card, table
-from raytrace_kit._output.lines import readable
 from raytrace_kit._reports.calls import (
     STARTED,
     Call,
@@ -31,9 +30,18 @@ from raytrace_kit._reports.calls import (
     processes,
     unique,
 )
+from raytrace_kit._reports.listing import Calls, Events
 from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 
-__all__ = ["Call", "Events", "Session", "instant", "open_session", "ray_temp_root"]
+__all__ = [
+    "Call",
+    "Calls",
+    "Events",
+    "Session",
+    "instant",
+    "open_session",
+    "ray_temp_root",
+]
 
 _EVENT_GLOB = "events-*.jsonl"
 
@@ -121,7 +129,7 @@ class Session:
         found.sort(key=lambda item: str(item.get("timestamp", "")))
         return found
 
-    def calls(self, *, function: str | None = None, status: str | None = None) -> list[Call]:
+    def calls(self, *, function: str | None = None, status: str | None = None) -> Calls:
         """One :class:`Call` per execution, in order of start (interrupted ones included).
 
         Args:
@@ -142,7 +150,7 @@ class Session:
                     and (status is None or call.status == status)
                 )
         made.sort(key=STARTED)
-        return made
+        return Calls(made)
 
     def children(self, call: Call | str) -> list[Call]:
         """The calls submitted during ``call`` (by ``parent_call_id``), in order of start.
@@ -222,51 +230,6 @@ def _first_last(file: Path) -> list[str]:
         if line.startswith(b'{"timestamp":"'):
             stamps.append(line[14:40].decode("ascii", "replace").replace("T", " "))
     return stamps
-
-
-class Events(list[dict[str, Any]]):
-    """Events as a list of dicts, shown short: a table in notebooks, lines in IPython."""
-
-    shown = 20
-
-    def _repr_html_(self) -> str:
-        rows = [_row(event) for event in self[: self.shown]]
-        more = len(self) - len(rows)
-        parts = [table(("time", "level", "event", "function", "outcome", "node", "pid"), rows)]
-        if more > 0:
-            parts.append(f"<div>... and {more} more (a list of dicts: index or filter it)</div>")
-        return card("Events", f"{len(self)} event(s)", *parts)
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        if cycle:
-            printer.text("Events(...)")
-            return
-        lines = [f"{len(self)} event(s), a list of dicts:"]
-        lines.extend(readable(event) for event in self[: self.shown])
-        if len(self) > self.shown:
-            lines.append(f"... and {len(self) - self.shown} more")
-        printer.text("\n".join(lines))
-
-
-def _row(event: dict[str, Any]) -> tuple[str, ...]:
-    outcome = ""
-    if event.get("event") == "call.end":
-        duration = event.get("duration_s")
-        outcome = f"{event.get('status')}" + (
-            f" {duration:.3f}s" if isinstance(duration, int | float) else ""
-        )
-        if event.get("error_type"):
-            message = (str(event.get("error", "")).splitlines() or [""])[0]
-            outcome += f" {event['error_type']}: {message}"
-    return (
-        str(event.get("timestamp", ""))[:26].replace("T", " "),
-        str(event.get("level", "")),
-        str(event.get("event", "")),
-        str(event.get("function") or ""),
-        outcome,
-        str(event.get("node_id") or "")[:12],
-        str(event.get("pid") or ""),
-    )
 
 
 def _columns(calls: list[Call]) -> dict[str, list[Any]]:
