@@ -49,7 +49,7 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Run every script in examples/ to completion, non-interactively."""
-    session.install("-e", ".[notebook]")
+    session.install("-e", ".[notebook]", "pytest>=8")  # notebook_tour.py, pytest_plugin.py
     scripts = sorted((HERE / "examples").glob("*.py"))
     if not scripts:
         session.error("no scripts in examples/")
