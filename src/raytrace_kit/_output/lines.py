@@ -13,6 +13,7 @@ _CONTEXT = frozenset({
     "worker_id", "pid", "attempt",
 })  # fmt: skip
 _VALUE_CHARS = 80
+_ERROR_CHARS = 200  # one line each: the message's first line, this long at most
 
 
 def readable(event: dict[str, Any]) -> str:
@@ -30,7 +31,8 @@ def readable(event: dict[str, Any]) -> str:
         if isinstance(duration, int | float):
             parts.append(f"{duration:.3f}s")
         if event.get("error_type"):
-            parts.append(f"{event['error_type']}: {event.get('error', '')}".split("\n")[0])
+            message = f"{event['error_type']}: {event.get('error', '')}".split("\n")[0]
+            parts.append(message if len(message) <= _ERROR_CHARS else message[:197] + "...")
     elif not str(event.get("event", "")).startswith("call."):
         for key, value in event.items():
             if key not in _CONTEXT:
