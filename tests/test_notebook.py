@@ -69,9 +69,17 @@ CELLS = [
     "raytrace_kit.read_events()",
     # 11
     "raytrace_kit.open_session().calls()",
-    # 12
+    # 12: the cell's own code, profiled and named as the cell
+    "%%profile_cpu --top=5\ndef heavy():\n    return sum(i * i for i in range(300_000))\nheavy()",
+    # 13: an error in a magic's cell fails the cell (tagged: nbclient expects it)
+    "%%local_mode\nraise ValueError('raised in the cell')",
+    # 14: a class defined in a cell is the user's: its attributes are opened
+    "import threading\nclass Holder:\n    def __init__(self):\n"
+    "        self.lock = threading.Lock()\nraytrace_kit.check_serializable(Holder())",
+    # 15
     "ray.shutdown()",
 ]
+RAISES = {13}
 
 
 def _html(cell: Any) -> list[str]:
@@ -96,7 +104,12 @@ def _text(cell: Any) -> str:
 @pytest.mark.usefixtures("ray_session")
 def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            source, metadata={"tags": ["raises-exception"]} if index in RAISES else {}
+        )
+        for index, source in enumerate(CELLS)
+    ]
     client = NotebookClient(
         notebook,
         timeout=240,
@@ -105,8 +118,9 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     )
     client.execute()
     cells = notebook.cells
-    for cell in cells:  # no cell raised
-        assert not [o for o in cell.outputs if o.get("output_type") == "error"], cell.outputs
+    for index, cell in enumerate(cells):  # no cell raised, but the one meant to
+        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+        assert bool(errors) == (index in RAISES), cell.outputs
 
     # The debuggable function, shown short: its name and options, not a dataclass repr.
     (function,) = _html(cells[2])
@@ -128,7 +142,8 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     # %%profile_cpu: the merged table names the cell's function.
     (stats,) = _html(cells[4])
     rows = conftest.table_rows(stats)
-    assert any(row[3] == "spin" for row in rows[1:]), rows
+    assert any(row[3] == "spin" for row in rows[1:]), "\n".join(map(str, rows))
+    assert not [row for row in rows[1:] if "IPython" in row[4] or "magics" in row[4]]
 
     # %%local_mode: the actor ran in the kernel, in local mode.
     assert "(2, True)" in _text(cells[5])
@@ -143,7 +158,7 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     assert "Cell In [3], line 15, in fails\n    return int(text)" in trace  # the cell's code
 
     # %raytrace_report, the session, the events: HTML, short.
-    (made,) = _html(cells[8])
+    (made,) = _html(cells[8])  # one card: no rich output leaks into the cell
     assert "Run report" in made
     assert any("fails" in row[0] for row in conftest.table_rows(made))
     (session,) = _html(cells[9])
@@ -151,6 +166,20 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     (events,) = _html(cells[10])
     assert "Events" in events
     assert len(conftest.table_rows(events)) <= 21  # a header and at most 20 rows
+    # The cell's own function, named as the cell; no kernel or kit frames in the table.
+    (own,) = _html(cells[12])
+    rows = conftest.table_rows(own)[1:]
+    heavy = next(row for row in rows if row[3] == "heavy")
+    assert heavy[4] == f"In [{cells[12].execution_count}], line 2"
+    assert not [row for row in rows if "magics.py" in row[4] or row[4].startswith("interactive")]
+    assert len(rows) <= 5
+    # An error inside a magic's cell fails the cell, as in any cell.
+    (error,) = [o for o in cells[13].outputs if o.get("output_type") == "error"]
+    assert (error["ename"], error["evalue"]) == ("ValueError", "raised in the cell")
+    (verdict,) = _html(cells[14])
+    culprit = conftest.table_rows(verdict)[1]
+    assert culprit[0].endswith(".lock")
+    assert culprit[2] == "_thread.lock"
     (calls,) = _html(cells[11])
     assert "Calls" in calls
     assert any(row[1].endswith(".fails") for row in conftest.table_rows(calls)[1:])

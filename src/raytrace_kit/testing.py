@@ -113,7 +113,7 @@ def _summary(since: datetime) -> list[str]:
     )
     if not files:
         return []
-    made = report(Session(next(iter(folders)), files), since=since)
+    made = report(Session(sorted(folders)[0], files), since=since)
     if not made.overview["calls"]:
         return []
     o = made.overview
@@ -125,5 +125,5 @@ def _summary(since: datetime) -> list[str]:
             f"  slowest: {slow['function']} x{slow['count']}, p95 {slow['p95_s']:.3f}s, "
             f"max {slow['max_s']:.3f}s"
         )
-    lines.append(f"  more: raytrace-kit report {' '.join(str(f) for f in folders)}")
+    lines.extend(f"  more: raytrace-kit report {folder}" for folder in sorted(folders))
     return lines

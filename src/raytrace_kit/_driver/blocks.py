@@ -81,10 +81,10 @@ class ProfileBlock:
     def __repr__(self) -> str:
         return f"<ProfileBlock {self.kind} {self.path or '(unprofiled)'} id={self.id}>"
 
-    def _parts(self) -> tuple[str, list[Path], ProfileSummary | None]:
+    def _parts(self, top: int = 5) -> tuple[str, list[Path], ProfileSummary | None]:
         remote = self.remote_profiles
         try:
-            summary = self.summary(top=5) if self.path is not None else None
+            summary = self.summary(top=top) if self.path is not None else None
         except Exception:
             summary = None
         where = self.path.name if self.path is not None else "ran unprofiled"
@@ -100,7 +100,11 @@ class ProfileBlock:
         return "\n".join(parts)
 
     def _repr_html_(self) -> str:
-        line, remote, summary = self._parts()
+        return self._card()
+
+    def _card(self, top: int = 5) -> str:
+        """The block as a card, with ``top`` rows of its summary."""
+        line, remote, summary = self._parts(top)
         parts = [summary._repr_html_()] if summary is not None else []
         if remote:
             parts.append(

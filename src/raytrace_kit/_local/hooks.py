@@ -280,7 +280,8 @@ def _plain_call(kind: str, name: str) -> None:
     config = mode.current()
     if not config.enabled:
         return
-    starts = "" if ray.is_initialized() else " Ray is not initialized, so this starts a cluster."
+    would = "would start" if config.strict else "starts"  # strict: nothing is started
+    starts = "" if ray.is_initialized() else f" Ray is not initialized, so this {would} a cluster."
     msg = (
         f"{name} is a plain @ray.remote {kind}, called in local mode: it does not run "
         f"locally but on Ray.{starts} Decorate it with @debuggable so it runs here too, "

@@ -44,6 +44,10 @@ class Explanation:
                 lines.append(cell_traceback(call.traceback).rstrip())
         return "\n".join(lines)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text display: the readable ``str()``, not the fields."""
+        printer.text(str(self))
+
     def _repr_html_(self) -> str:
         parts = [f"<div>{html.escape(self.what)}</div>"]
         for title, items in self._sections():

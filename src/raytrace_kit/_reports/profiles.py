@@ -67,6 +67,10 @@ class ProfileSummary:
                 )
         return "\n".join(lines)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text display: the readable ``str()``, not the fields."""
+        printer.text(str(self))
+
     def _repr_html_(self) -> str:
         if self.kind == "memray":
             rows = [
@@ -266,6 +270,10 @@ class CpuStats:
                 f"{row['function']} ({where(row['file'], row['line'])})"
             )
         return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text display: the readable ``str()``, not the fields."""
+        printer.text(str(self))
 
     def __repr__(self) -> str:
         return f"<CpuStats of {len(self.files)} file(s), top {self.top}>"

@@ -110,7 +110,9 @@ def text(report: Report) -> str:
     from rich.table import Table  # noqa: PLC0415
 
     with open(os.devnull, "w") as sink:
-        console = Console(width=110, record=True, file=sink, color_system=None)
+        console = Console(
+            width=110, record=True, file=sink, color_system=None, force_jupyter=False
+        )  # not Jupyter: in a kernel rich would display the text as it prints
         _print(console, report, escape, Table)
         return console.export_text()
 

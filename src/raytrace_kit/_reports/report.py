@@ -57,6 +57,10 @@ class Report:
     def __str__(self) -> str:
         return render.text(self)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text display: the readable ``str()``, not the fields."""
+        printer.text(str(self))
+
     def _repr_html_(self) -> str:
         return render.html_card(self)
 

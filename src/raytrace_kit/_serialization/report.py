@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 from raytrace_kit._html import card, table
 from raytrace_kit._output import schema, writer
@@ -92,6 +92,10 @@ class SerializationReport:
             lines.append(f"     error: {failure.error}")
             lines.append(f"     fix:   {failure.fix}")
         return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text display: the readable ``str()``, not the fields."""
+        printer.text(str(self))
 
     def _repr_html_(self) -> str:
         if self.ok:

@@ -301,6 +301,8 @@ def _judge_user_data(cls: type) -> bool:
     )
     if custom:
         return False
+    if cls.__module__ == "__main__":
+        return True  # the user's script, or a notebook's cells (whose __main__ has no file)
     module = sys.modules.get(cls.__module__)
     file = getattr(module, "__file__", None)
     if not file:

@@ -140,6 +140,10 @@ class ProcessStacks:
             lines.extend(_frame_lines(thread))
         return "\n".join(lines)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text display: the readable ``str()``, not the fields."""
+        printer.text(str(self))
+
     def _repr_html_(self) -> str:
         parts = []
         for thread in self.threads:
