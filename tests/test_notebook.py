@@ -7,7 +7,6 @@ cell's output as HTML, short, with cells named as IPython names them.
 from __future__ import annotations
 
 import html
-from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -101,8 +100,11 @@ def _text(cell: Any) -> str:
     return "".join(parts)
 
 
-@pytest.mark.usefixtures("ray_session")
-def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def cells(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    """The notebook, executed once by a real kernel connected to the shared Ray."""
+    conftest.start_shared_ray()
+    tmp_path = tmp_path_factory.mktemp("notebook")
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(
@@ -117,16 +119,24 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
         resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()
-    cells = notebook.cells
-    for index, cell in enumerate(cells):  # no cell raised, but the one meant to
+    return list(notebook.cells)
+
+
+def test_no_cell_raised_but_the_one_meant_to(cells: list[Any]) -> None:
+    for index, cell in enumerate(cells):
         errors = [o for o in cell.outputs if o.get("output_type") == "error"]
         assert bool(errors) == (index in RAISES), cell.outputs
+
+
+def test_objects_show_short(cells: list[Any]) -> None:
 
     # The debuggable function, shown short: its name and options, not a dataclass repr.
     (function,) = _html(cells[2])
     assert "debuggable function" in function
     assert "allocate_blocks" in function
 
+
+def test_the_magics(cells: list[Any]) -> None:
     # %%profile_memory: the headline, then flame graphs; one is the remote call's, with the
     # allocating function in its data and the cell named as IPython names it.
     shown = _html(cells[3])
@@ -151,6 +161,8 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     # echo(True): the event shows in the cell's output, one readable line.
     assert "loaded  rows=3" in _text(cells[6])
 
+
+def test_explain_report_session_events_and_calls(cells: list[Any]) -> None:
     # explain(): a card with the failing call's traceback line.
     (explained,) = _html(cells[7])
     assert "ValueError in a task" in explained
@@ -166,6 +178,9 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     (events,) = _html(cells[10])
     assert "Events" in events
     assert len(conftest.table_rows(events)) <= 21  # a header and at most 20 rows
+
+
+def test_a_magics_cell_is_named_and_fails_as_a_cell(cells: list[Any]) -> None:
     # The cell's own function, named as the cell; no kernel or kit frames in the table.
     (own,) = _html(cells[12])
     rows = conftest.table_rows(own)[1:]
@@ -176,10 +191,16 @@ def test_a_notebook_run_by_a_kernel(tmp_path: Path) -> None:
     # An error inside a magic's cell fails the cell, as in any cell.
     (error,) = [o for o in cells[13].outputs if o.get("output_type") == "error"]
     assert (error["ename"], error["evalue"]) == ("ValueError", "raised in the cell")
+
+
+def test_a_class_defined_in_a_cell_is_opened(cells: list[Any]) -> None:
     (verdict,) = _html(cells[14])
     culprit = conftest.table_rows(verdict)[1]
     assert culprit[0].endswith(".lock")
     assert culprit[2] == "_thread.lock"
+
+
+def test_calls_show_short(cells: list[Any]) -> None:
     (calls,) = _html(cells[11])
     assert "Calls" in calls
     assert any(row[1].endswith(".fails") for row in conftest.table_rows(calls)[1:])
