@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -108,7 +109,18 @@ def _fallback_dir() -> Path:
         with state.lock:
             if state.fallback_dir is None:
                 state.fallback_dir = Path(tempfile.mkdtemp(prefix="raytrace_kit-"))
+                atexit.register(_remove_if_empty, state.fallback_dir)
     return state.fallback_dir
+
+
+def _remove_if_empty(directory: Path) -> None:
+    """At exit: remove a fallback directory nothing was written to.
+
+    One with records stays, to be read (``raytrace-kit report DIR``); empty ones would
+    only fill the temp dir, one per process that ever asked where to write.
+    """
+    with contextlib.suppress(OSError):  # not empty, or gone: leave it
+        directory.rmdir()
 
 
 def event_file_name(node_id: str | None, pid: int) -> str:
