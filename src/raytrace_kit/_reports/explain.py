@@ -9,6 +9,7 @@ that call: its function, node, process, duration, memory and traceback.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from raytrace_kit import exceptions as kit_errors
 from raytrace_kit._reports import linking
@@ -234,13 +235,11 @@ def _with_death(  # noqa: PLR0911 -- one link per kind of death
         + (death.cause if (death := linking.death_of(c, session)) else "no Ray record")
         for c in reversed(dead[-5:])
     )
-    return Explanation(
-        explained.kind,
-        explained.what + f" Ray's error does not say which task it was; {len(dead)} calls of "
-        "this session were cut off by a dying process (the latest first, under Check).",
-        explained.causes,
-        listed + explained.check,
-        explained.fix,
+    return replace(
+        explained,
+        what=explained.what + f" Ray's error does not say which task it was; {len(dead)} "
+        "calls of this session were cut off by a dying process (the latest first, under Check).",
+        check=listed + explained.check,
     )
 
 
@@ -252,10 +251,7 @@ def _died(
 ) -> Explanation:
     death = linking.death_of(call, session) or fallback
     known = _known(explained, death) if death is not None else explained
-    return Explanation(
-        known.kind, known.what, known.causes, known.check, known.fix, call=call,
-        details=known.details,
-    )  # fmt: skip
+    return replace(known, call=call)
 
 
 def _known(explained: Explanation, death: WorkerDeath) -> Explanation:
@@ -267,12 +263,12 @@ def _known(explained: Explanation, death: WorkerDeath) -> Explanation:
         "OOM killer) ; else something killed it or called os._exit()",
         "oom": "the node's memory use above, and each call's rss_growth_bytes",
     }.get(death.kind)
-    return Explanation(
-        explained.kind,
-        f"{explained.what} Ray's records: the process {death.cause}.",
-        (death.cause,),
-        (check,) if check else explained.check,
-        (death.fix,),
+    return replace(
+        explained,
+        what=f"{explained.what} Ray's records: the process {death.cause}.",
+        causes=(death.cause,),
+        check=(check,) if check else explained.check,
+        fix=(death.fix,),
         details={"exit_type": death.exit_type, "ray_detail": death.detail},
     )
 
@@ -347,10 +343,7 @@ def explain_task(task_id: str, session: Session) -> Explanation:
     if call.status == "error":
         cause = call.error_type or "an exception"
         explained = _task_error(cause, None, call.pid, call.error, session=session, call=call)
-        return Explanation(
-            explained.kind, explained.what + attempts, explained.causes, explained.check,
-            explained.fix, call=call,
-        )  # fmt: skip
+        return replace(explained, what=explained.what + attempts)
     from ray.exceptions import WorkerCrashedError  # noqa: PLC0415
 
     if linking.still_running(call.pid, call.started):

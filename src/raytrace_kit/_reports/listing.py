@@ -6,7 +6,7 @@ display is shorter than a list's: the first rows, and how many more.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from raytrace_kit._html import card, table
 from raytrace_kit._output.lines import readable
@@ -17,28 +17,52 @@ __all__ = ["Calls", "Events"]
 SHOWN = 20
 
 
-class Events(list[dict[str, Any]]):
-    """Events as a list of dicts, shown short: a table in notebooks, lines in IPython."""
+class _Short:
+    """The display of a list subclass: the first :data:`SHOWN` rows, and how many more."""
 
-    shown = SHOWN
+    title = ""
+    noun = ""  # what one item is: "a list of <noun>"
+    headers: tuple[str, ...] = ()
+
+    def _items(self) -> list[Any]:
+        return cast("list[Any]", self)  # every subclass is also a list
+
+    def _cells(self, item: Any) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def _line(self, item: Any) -> str:
+        return "  ".join(self._cells(item))
 
     def _repr_html_(self) -> str:
-        rows = [_row(event) for event in self[: self.shown]]
-        more = len(self) - len(rows)
-        parts = [table(("time", "level", "event", "function", "outcome", "node", "pid"), rows)]
-        if more > 0:
-            parts.append(f"<div>... and {more} more (a list of dicts: index or filter it)</div>")
-        return card("Events", f"{len(self)} event(s)", *parts)
+        items = self._items()
+        parts = [table(self.headers, [self._cells(item) for item in items[:SHOWN]])]
+        if len(items) > SHOWN:
+            parts.append(f"<div>... and {len(items) - SHOWN} more (a list of {self.noun})</div>")
+        return card(self.title, f"{len(items)} {self.title.lower()[:-1]}(s)", *parts)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         if cycle:
-            printer.text("Events(...)")
+            printer.text(f"{self.title}(...)")
             return
-        lines = [f"{len(self)} event(s), a list of dicts:"]
-        lines.extend(readable(event) for event in self[: self.shown])
-        if len(self) > self.shown:
-            lines.append(f"... and {len(self) - self.shown} more")
+        items = self._items()
+        lines = [f"{len(items)} {self.title.lower()[:-1]}(s), a list of {self.noun}:"]
+        lines.extend(self._line(item) for item in items[:SHOWN])
+        if len(items) > SHOWN:
+            lines.append(f"... and {len(items) - SHOWN} more")
         printer.text("\n".join(lines))
+
+
+class Events(_Short, list[dict[str, Any]]):  # _Short first: IPython looks it up by MRO
+    """Events as a list of dicts, shown short: a table in notebooks, lines in IPython."""
+
+    title, noun = "Events", "dicts"
+    headers = ("time", "level", "event", "function", "outcome", "node", "pid")
+
+    def _cells(self, item: Any) -> tuple[str, ...]:
+        return _row(item)
+
+    def _line(self, item: Any) -> str:
+        return readable(item)
 
 
 def _row(event: dict[str, Any]) -> tuple[str, ...]:
@@ -62,25 +86,14 @@ def _row(event: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-class Calls(list[Call]):
+class Calls(_Short, list[Call]):
     """Calls as a list of :class:`Call`, shown short: a table in notebooks, lines in IPython."""
 
-    def _repr_html_(self) -> str:
-        rows = [_call_row(call) for call in self[:SHOWN]]
-        parts = [table(("started", "function", "status", "seconds", "node", "pid", "call"), rows)]
-        if len(self) > SHOWN:
-            parts.append(f"<div>... and {len(self) - SHOWN} more (a list of Call)</div>")
-        return card("Calls", f"{len(self)} call(s)", *parts)
+    title, noun = "Calls", "Call"
+    headers = ("started", "function", "status", "seconds", "node", "pid", "call")
 
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        if cycle:
-            printer.text("Calls(...)")
-            return
-        lines = [f"{len(self)} call(s), a list of Call:"]
-        lines.extend("  ".join(_call_row(call)) for call in self[:SHOWN])
-        if len(self) > SHOWN:
-            lines.append(f"... and {len(self) - SHOWN} more")
-        printer.text("\n".join(lines))
+    def _cells(self, item: Any) -> tuple[str, ...]:
+        return _call_row(item)
 
 
 def _call_row(call: Call) -> tuple[str, ...]:

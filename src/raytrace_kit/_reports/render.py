@@ -106,18 +106,19 @@ def _tracebacks(report: Report) -> list[tuple[str, str]]:
 def text(report: Report) -> str:
     """The report for a terminal (rich tables, no colours)."""
     from rich.console import Console  # noqa: PLC0415 -- rich loads on first render
-    from rich.markup import escape  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
 
     with open(os.devnull, "w") as sink:
         console = Console(
             width=110, record=True, file=sink, color_system=None, force_jupyter=False
         )  # not Jupyter: in a kernel rich would display the text as it prints
-        _print(console, report, escape, Table)
+        _print(console, report)
         return console.export_text()
 
 
-def _print(console: Any, report: Report, escape: Any, table_type: Any) -> None:
+def _print(console: Any, report: Report) -> None:
+    from rich.markup import escape  # noqa: PLC0415 -- rich loads on first render
+    from rich.table import Table  # noqa: PLC0415
+
     console.print(f"[bold]Run report[/bold]: {escape(headline(report))}", soft_wrap=True)
     if report.findings:
         console.print("\n[bold]Findings[/bold]")
@@ -126,7 +127,7 @@ def _print(console: Any, report: Report, escape: Any, table_type: Any) -> None:
             console.print(f"- [bold]{title}[/bold]: {evidence}", soft_wrap=True)
             console.print(f"  Fix: {finding.fix}", markup=False, highlight=False, soft_wrap=True)
     for index, (title, columns, rows) in enumerate(sections(report)):
-        shown = table_type(title=title, title_justify="left")
+        shown = Table(title=title, title_justify="left")
         for column in columns:
             shown.add_column(column)
         for row in rows:
