@@ -20,21 +20,17 @@ if TYPE_CHECKING:
     from raytrace_kit._driver.decorate import debuggable
     from raytrace_kit._driver.function import DebuggableFunction
     from raytrace_kit._driver.stacks import stacks
-    from raytrace_kit._local.actors import LocalActorHandle
+    from raytrace_kit._local.handles import LocalActorHandle
     from raytrace_kit._local.refs import LocalRef, LocalRefGenerator
     from raytrace_kit._local.switch import is_local_mode, local_mode, set_local_mode
     from raytrace_kit._options import DebugOptions, Pin
     from raytrace_kit._output.logger import echo, get_logger
     from raytrace_kit._output.paths import log_dir
+    from raytrace_kit._reports.cpu_stats import CpuStats, cpu_stats
     from raytrace_kit._reports.events import read_events
     from raytrace_kit._reports.explain import Explanation, explain
-    from raytrace_kit._reports.profiles import (
-        CpuStats,
-        ProfileSummary,
-        cpu_stats,
-        flamegraph,
-        profile_summary,
-    )
+    from raytrace_kit._reports.flamegraph import flamegraph
+    from raytrace_kit._reports.profile_summary import ProfileSummary, profile_summary
     from raytrace_kit._reports.report import Finding, Report, report
     from raytrace_kit._reports.session import Call, Session, open_session
     from raytrace_kit._reports.timeline import timeline
@@ -68,7 +64,7 @@ _LAZY = {
     "debuggable": "raytrace_kit._driver.decorate",
     "DebuggableFunction": "raytrace_kit._driver.function",
     "stacks": "raytrace_kit._driver.stacks",
-    "LocalActorHandle": "raytrace_kit._local.actors",
+    "LocalActorHandle": "raytrace_kit._local.handles",
     "LocalRef": "raytrace_kit._local.refs",
     "LocalRefGenerator": "raytrace_kit._local.refs",
     "is_local_mode": "raytrace_kit._local.switch",
@@ -82,11 +78,11 @@ _LAZY = {
     "read_events": "raytrace_kit._reports.events",
     "Explanation": "raytrace_kit._reports.explain",
     "explain": "raytrace_kit._reports.explain",
-    "CpuStats": "raytrace_kit._reports.profiles",
-    "ProfileSummary": "raytrace_kit._reports.profiles",
-    "cpu_stats": "raytrace_kit._reports.profiles",
-    "flamegraph": "raytrace_kit._reports.profiles",
-    "profile_summary": "raytrace_kit._reports.profiles",
+    "CpuStats": "raytrace_kit._reports.cpu_stats",
+    "ProfileSummary": "raytrace_kit._reports.profile_summary",
+    "cpu_stats": "raytrace_kit._reports.cpu_stats",
+    "flamegraph": "raytrace_kit._reports.flamegraph",
+    "profile_summary": "raytrace_kit._reports.profile_summary",
     "Finding": "raytrace_kit._reports.report",
     "Report": "raytrace_kit._reports.report",
     "report": "raytrace_kit._reports.report",

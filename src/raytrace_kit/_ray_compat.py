@@ -7,7 +7,7 @@ Everything else in the package uses Ray's public API only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 import ray._private.object_ref_generator
@@ -32,7 +32,9 @@ __all__ = [
     "current_task_id",
     "current_task_name",
     "default_options_of",
+    "is_kit_remote",
     "is_worker_process",
+    "mark_kit_remote",
     "python_class_of",
     "python_function_of",
     "ray_worker",
@@ -172,3 +174,20 @@ def python_class_of(actor_class: Any) -> type:
 def default_options_of(remote: Any) -> dict[str, Any]:
     """The options a ``RemoteFunction`` or ``ActorClass`` was declared with (a copy)."""
     return dict(remote._default_options)
+
+
+# Set on the RemoteFunction/ActorClass objects raytrace_kit itself submits through, so
+# that local mode tells the kit's own submissions from the user's plain @ray.remote calls.
+_R = TypeVar("_R")
+_KIT_MARK = "__raytrace_kit__"
+
+
+def mark_kit_remote(remote: _R) -> _R:
+    """Mark a Ray remote function or actor class as the kit's own (not a plain call)."""
+    setattr(remote, _KIT_MARK, True)
+    return remote
+
+
+def is_kit_remote(remote: Any) -> bool:
+    """Whether ``remote`` (or the object it was made from by ``.options()``) is the kit's."""
+    return bool(getattr(remote, _KIT_MARK, False))

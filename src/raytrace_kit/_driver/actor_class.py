@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from raytrace_kit import _ray_compat
 from raytrace_kit._driver.proxy import Debuggable, make_remote
-from raytrace_kit._local import actors as local_actors
-from raytrace_kit._local.mode import LocalConfig
+from raytrace_kit._local import handles as local_handles
+from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._worker.instrument import instrument_class
 from raytrace_kit.exceptions import InvalidOptionError, UsageError
 
@@ -50,7 +50,7 @@ class DebuggableActorClass(Debuggable, Generic[_T]):
     def _run_locally(
         self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        return local_actors.create_actor(
+        return local_handles.create_actor(
             self._python, self._options, self._task_options(), args, kwargs, config=config
         )
 

@@ -26,7 +26,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raytrace_kit._local.hooks import mark_kit_remote
+from raytrace_kit import _ray_compat
 from raytrace_kit._output import paths, writer
 from raytrace_kit.exceptions import UsageError
 
@@ -77,8 +77,8 @@ def _read_files(root: str, wanted: list[tuple[str, int, int]]) -> Iterator[tuple
 
 @functools.cache
 def _remotes() -> tuple[Any, Any]:
-    lister = mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(_list_files))
-    reader = mark_kit_remote(
+    lister = _ray_compat.mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(_list_files))
+    reader = _ray_compat.mark_kit_remote(
         ray.remote(num_cpus=0, max_retries=0, _generator_backpressure_num_objects=4)(_read_files)
     )
     return lister, reader

@@ -12,7 +12,7 @@ from raytrace_kit._driver import pinning
 from raytrace_kit._driver.proxy import Debuggable, make_remote
 from raytrace_kit._driver.stacks import stacks as actor_stacks
 from raytrace_kit._local import run as local_run
-from raytrace_kit._local.mode import LocalConfig
+from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import CallSpec, Pin, qualified_name
 from raytrace_kit._worker.instrument import instrument_function
 from raytrace_kit._worker.stacks import ProcessStacks

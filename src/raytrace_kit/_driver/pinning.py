@@ -16,7 +16,6 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raytrace_kit import _process, _ray_compat
-from raytrace_kit._local.hooks import mark_kit_remote
 from raytrace_kit._options import CallSpec, DebugOptions, Pin
 from raytrace_kit._worker.runner import PinnedRunner, PinnedWorker
 from raytrace_kit.exceptions import NodeNotFoundError
@@ -129,9 +128,9 @@ class RunnerSlot:
                 specs: dict[DebugOptions, int] = {}  # made elsewhere: send specs by value
             except ValueError:
                 options = runner_options(task_options, pin)
-                runner_class = mark_kit_remote(ray.remote(**options)(PinnedRunner)).options(
-                    name=self.name, get_if_exists=True
-                )
+                runner_class = _ray_compat.mark_kit_remote(
+                    ray.remote(**options)(PinnedRunner)
+                ).options(name=self.name, get_if_exists=True)
                 # Made here with this spec (unless another process won a race to create it,
                 # when key 0 may name another process's spec: instrumentation options only).
                 handle = runner_class.remote(python_function, spec)

@@ -26,8 +26,7 @@ from raytrace_kit._driver.blocks import BLOCK
 from raytrace_kit._html import card, table
 from raytrace_kit._local import run as local_run
 from raytrace_kit._local.hooks import activate as activate_local_mode
-from raytrace_kit._local.hooks import mark_kit_remote
-from raytrace_kit._local.mode import LocalConfig, config_for
+from raytrace_kit._local.setting import LocalConfig, config_for
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._output import paths
 from raytrace_kit._serialization.report import reject
@@ -50,7 +49,7 @@ def make_remote(target: Any, ray_options: dict[str, Any], options: DebugOptions)
         }
     # ray.remote() with no options must be applied bare; it validates what it is given.
     made = ray.remote(**ray_options)(target) if ray_options else ray.remote(target)
-    return mark_kit_remote(made)
+    return _ray_compat.mark_kit_remote(made)
 
 
 def _with_post_mortem(ray_options: dict[str, Any]) -> dict[str, Any]:
@@ -230,7 +229,7 @@ class Debuggable:
             if getattr(self._options, f.name) != getattr(defaults, f.name)
         )
         options = {
-            **(getattr(self.__wrapped__, "_default_options", None) or {}),
+            **_ray_compat.default_options_of(self.__wrapped__),
             **self._ray_options,
         }
         ray_text = ", ".join(f"{k}={v!r}" for k, v in options.items())

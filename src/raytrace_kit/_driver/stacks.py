@@ -15,14 +15,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raytrace_kit import _ray_compat
 from raytrace_kit._driver.actor_class import DebuggableActorClass
-from raytrace_kit._local.actors import LocalActorHandle
-from raytrace_kit._local.hooks import mark_kit_remote
-from raytrace_kit._worker.stacks import (
-    NoStacksServerError,
-    ProcessStacks,
-    process_stacks,
-    read_stacks,
-)
+from raytrace_kit._local.handles import LocalActorHandle
+from raytrace_kit._worker.stack_server import NoStacksServerError, read_stacks
+from raytrace_kit._worker.stacks import ProcessStacks, process_stacks
 from raytrace_kit.exceptions import InvalidTargetError
 
 __all__ = ["stacks"]
@@ -35,7 +30,7 @@ _WAITING_STATES = frozenset({"MISSING", "DEPENDENCIES_UNREADY", "PENDING_CREATIO
 @functools.cache
 def _helper() -> Any:
     # num_cpus=0: it must run even on a node whose CPUs the busy actor holds.
-    return mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(read_stacks))
+    return _ray_compat.mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(read_stacks))
 
 
 def stacks(handle: Any, timeout: float = 30, *, all_frames: bool = False) -> ProcessStacks:

@@ -16,7 +16,7 @@ import ray
 from ray.runtime_context import RuntimeContext
 
 from raytrace_kit import _process, _ray_compat
-from raytrace_kit._local.actors import LocalActorHandle
+from raytrace_kit._local.handles import LocalActorHandle
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit.exceptions import LocalModeError
 

@@ -26,27 +26,19 @@ import ray.remote_function
 import ray.util
 
 from raytrace_kit import _process, _ray_compat
-from raytrace_kit._local import actors, lifecycle, mode, refs
+from raytrace_kit._local import actor as local_actor
+from raytrace_kit._local import handles, refs, setting
 from raytrace_kit._local.context import LocalRuntimeContext
 from raytrace_kit._local.refs import RAY, LocalRef, LocalRefGenerator
 from raytrace_kit._output import writer
 from raytrace_kit._output.context import CURRENT_CALL
 from raytrace_kit.exceptions import LocalModeError
 
-__all__ = ["KIT_MARK", "activate", "mark_kit_remote"]
-
-# Set on the RemoteFunction/ActorClass objects raytrace_kit itself submits through.
-KIT_MARK = "__raytrace_kit__"
-
-
-def mark_kit_remote(remote: Any) -> Any:
-    """Mark a Ray remote function or actor class as the kit's own (not a plain call)."""
-    setattr(remote, KIT_MARK, True)
-    return remote
+__all__ = ["activate"]
 
 
 def _local_without_ray() -> bool:
-    return not ray.is_initialized() and mode.is_local_mode()
+    return not ray.is_initialized() and setting.is_local_mode()
 
 
 def _all_local(object_refs: list[Any] | tuple[Any, ...]) -> bool:
@@ -200,7 +192,7 @@ def _put(value: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _kill(actor: Any, *args: Any, **kwargs: Any) -> Any:
-    if actors.kill(actor):
+    if handles.kill(actor):
         return None
     if _local_without_ray():  # Ray's check, without starting a cluster to make it
         msg = (
@@ -212,7 +204,7 @@ def _kill(actor: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _get_actor(name: str, namespace: str | None = None, *args: Any, **kwargs: Any) -> Any:
-    handle = actors.get_actor(name, namespace)
+    handle = handles.get_actor(name, namespace)
     if handle is not None:
         return handle
     if not ray.is_initialized():
@@ -263,13 +255,13 @@ def _get_gpu_ids(*args: Any, **kwargs: Any) -> Any:
 
 
 def _exit_actor(*args: Any, **kwargs: Any) -> Any:
-    if lifecycle.exit_actor():  # raises inside a local actor's call
+    if local_actor.exit_actor():  # raises inside a local actor's call
         return None
     return RAY["exit_actor"](*args, **kwargs)
 
 
 def _list_named_actors(all_namespaces: bool = False, *args: Any, **kwargs: Any) -> Any:
-    local = lifecycle.named_actors(all_namespaces)
+    local = local_actor.named_actors(all_namespaces)
     if not ray.is_initialized():
         return local
     return local + RAY["list_named_actors"](all_namespaces, *args, **kwargs)
@@ -277,7 +269,7 @@ def _list_named_actors(all_namespaces: bool = False, *args: Any, **kwargs: Any) 
 
 def _plain_call(kind: str, name: str) -> None:
     """A plain Ray call made in local mode: warn once per function, or raise (strict)."""
-    config = mode.current()
+    config = setting.current()
     if not config.enabled:
         return
     would = "would start" if config.strict else "starts"  # strict: nothing is started
@@ -299,7 +291,7 @@ def _hook_submission(original: Callable[..., Any], kind: str | None) -> Callable
     """``RemoteFunction._remote``/``ActorClass._remote``/``ActorMethod._remote``, hooked."""
 
     def submit(self: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
-        if kind is not None and not getattr(self, KIT_MARK, False):
+        if kind is not None and not _ray_compat.is_kit_remote(self):
             _plain_call(kind, _ray_compat.remote_name(self))
         if args or kwargs:
             args, kwargs = refs.to_ray(tuple(args or ()), dict(kwargs or {}))

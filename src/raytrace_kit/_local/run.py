@@ -16,11 +16,11 @@ from typing import Any
 from ray.exceptions import RayTaskError, WorkerCrashedError
 
 from raytrace_kit import _ray_compat
-from raytrace_kit._local import mode, refs
+from raytrace_kit._local import refs, setting
 from raytrace_kit._local.copies import is_atom
-from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._local.refs import LocalRef
 from raytrace_kit._local.retry import NO_RETRY, Retry
+from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import CallSpec
 from raytrace_kit._worker import boundary as boundary_runners
 from raytrace_kit._worker.boundary import Boundary
@@ -119,7 +119,7 @@ def execute_call(
 ) -> Outcome:
     """Run one call in this thread, inside the instrumentation boundary."""
     outcome = Outcome()
-    token = mode.OVERRIDE.set(config)  # calls made from inside run locally too
+    token = setting.OVERRIDE.set(config)  # calls made from inside run locally too
     try:
         boundary = Boundary(
             spec,
@@ -149,12 +149,12 @@ def execute_call(
             pdb.post_mortem(exc.__traceback__)
     except SystemExit:
         if actor_id is not None:
-            raise  # an actor's exit: its actor decides (see lifecycle.ActorExit)
+            raise  # an actor's exit: its actor decides (see actor.ActorExit)
         # sys.exit() in a task ends its worker in Ray: WorkerCrashedError, after Ray's
         # retries of system failures. It never reaches the caller's process.
         outcome.error = WorkerCrashedError()
     finally:
-        mode.OVERRIDE.reset(token)
+        setting.OVERRIDE.reset(token)
     return outcome
 
 
@@ -307,7 +307,7 @@ def lazy_generator(
     finished = [False]
 
     def start() -> Generator[Any, Any, Any]:
-        mode.OVERRIDE.set(config)
+        setting.OVERRIDE.set(config)
         return boundary_runners.run_generator(
             spec, fn, args, kwargs, owner, mode="local", actor_id=actor_id
         )

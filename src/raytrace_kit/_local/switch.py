@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from raytrace_kit import _process
-from raytrace_kit._local import mode
+from raytrace_kit._local import setting
 from raytrace_kit._local.hooks import activate
-from raytrace_kit._local.mode import LocalConfig, is_local_mode
+from raytrace_kit._local.setting import LocalConfig, is_local_mode
 from raytrace_kit.exceptions import UsageError
 
 __all__ = ["ENV_LOCAL_MODE", "activate", "is_local_mode", "local_mode", "set_local_mode"]
@@ -75,11 +75,11 @@ def local_mode(
     if enabled:
         activate()
     config = LocalConfig(enabled=enabled, copy=copy, post_mortem=post_mortem, strict=strict)
-    token = mode.OVERRIDE.set(config)
+    token = setting.OVERRIDE.set(config)
     try:
         yield
     finally:
-        mode.OVERRIDE.reset(token)
+        setting.OVERRIDE.reset(token)
 
 
 def _require_bool(function: str, enabled: object) -> None:

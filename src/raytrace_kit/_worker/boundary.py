@@ -21,7 +21,7 @@ from raytrace_kit._output import schema, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
-from raytrace_kit._worker import parents, profilers, stacks
+from raytrace_kit._worker import parents, profilers, stack_server
 
 __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
 
@@ -157,7 +157,7 @@ class Boundary:
             state.parents_hooked = True
             parents.install_method_hook()  # once per process: method calls name their parent
         if spec.kind == "actor_init" and self.mode != "local":
-            stacks.serve()  # once per actor process: stacks(handle) asks this server; never raises
+            stack_server.serve()  # once per actor process, for stacks(handle); never raises
         if spec.options.profile is not None:
             try:
                 self.profile = profilers.start_call(spec, call)

@@ -16,7 +16,7 @@ from typing import Any
 from ray.exceptions import ActorDiedError, RayActorError
 
 from raytrace_kit import _process
-from raytrace_kit._local import loop, refs, run
+from raytrace_kit._local import actor_loop, refs, run
 from raytrace_kit._options import CallSpec, DebugOptions, qualified_name
 from raytrace_kit._output.context import CURRENT_CALL
 
@@ -52,8 +52,8 @@ class LocalActor:
         self.shapes: dict[str, tuple[int, int] | None] = {}
         self.retries: dict[str, run.Retry] = {}
         # As Ray decides: an actor with any async method runs all its calls on its loop.
-        self.loop: loop.ActorLoop | None = (
-            loop.ActorLoop(f"local-actor-{cls.__name__}") if is_async(cls) else None
+        self.loop: actor_loop.ActorLoop | None = (
+            actor_loop.ActorLoop(f"local-actor-{cls.__name__}") if is_async(cls) else None
         )
         # Ray runs one call at a time unless max_concurrency says otherwise. Reentrant: a
         # method that calls its own actor synchronously would deadlock in Ray; here it

@@ -1,4 +1,4 @@
-"""Calls of local async actors, on the actor's loop (see :mod:`.loop`).
+"""Calls of local async actors, on the actor's loop (see :mod:`.actor_loop`).
 
 Each call is a task on the loop: it waits for its pending arguments, as Ray waits for a
 call's dependencies, then runs inside the boundary; coroutine methods are awaited, sync
@@ -20,10 +20,9 @@ from typing import Any
 from ray import TaskID
 from ray.exceptions import RayTaskError, TaskCancelledError
 
-from raytrace_kit._local import mode, refs
+from raytrace_kit._local import refs, setting
+from raytrace_kit._local.actor_loop import ActorLoop
 from raytrace_kit._local.copies import Frozen
-from raytrace_kit._local.loop import ActorLoop
-from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._local.refs import LocalRef
 from raytrace_kit._local.run import (
     NO_RETRY,
@@ -35,6 +34,7 @@ from raytrace_kit._local.run import (
     package,
     prepare,
 )
+from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import CallSpec
 from raytrace_kit._worker import boundary as boundary_runners
 from raytrace_kit._worker.boundary import Boundary
@@ -64,7 +64,7 @@ async def execute_async_call(
 ) -> Outcome:
     """Run one call of an async actor on its loop: awaited if a coroutine, else called."""
     outcome = Outcome()
-    mode.OVERRIDE.set(config)  # this task's own context
+    setting.OVERRIDE.set(config)  # this task's own context
     boundary = Boundary(
         spec,
         owner,
@@ -257,7 +257,7 @@ class LoopGenerator:
             reply.set_result(self._on_exit(None))
             self._end()
             return
-        mode.OVERRIDE.set(config)
+        setting.OVERRIDE.set(config)
         if inspect.isasyncgenfunction(fn):
             items: Any = boundary_runners.run_async_generator(
                 spec, fn, args, kwargs, owner, mode="local", actor_id=actor_id

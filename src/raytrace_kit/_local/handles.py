@@ -16,11 +16,11 @@ from ray.exceptions import (
 )
 
 from raytrace_kit import _process
-from raytrace_kit._local import lifecycle, loop, mode, on_loop, refs, run
+from raytrace_kit._local import actor_loop, async_calls, refs, run, setting
+from raytrace_kit._local.actor import INTENDED_EXIT, LocalActor, death, die, get_live
 from raytrace_kit._local.copies import keep_alive
-from raytrace_kit._local.lifecycle import INTENDED_EXIT, LocalActor, death, die
-from raytrace_kit._local.mode import LocalConfig
 from raytrace_kit._local.refs import LocalRef
+from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import DebugOptions
 
 __all__ = ["LocalActorHandle", "LocalActorMethod", "create_actor", "get_actor", "kill"]
@@ -109,8 +109,8 @@ class LocalActorMethod:
             run.check_call(
                 actor.signature(name), args, kwargs, actor.arity(name)
             )  # where Ray checks them
-        current = mode.current()
-        config = current if current.enabled else mode.DEFAULT_ON
+        current = setting.current()
+        config = current if current.enabled else setting.DEFAULT_ON
         spec = actor.spec(name)
         if actor.dead is not None:
             return refs.error_ref(actor.dead, spec.function)
@@ -206,7 +206,7 @@ class LocalActorMethod:
 
     def _on_loop(
         self,
-        actor_loop: loop.ActorLoop,
+        actor_loop: actor_loop.ActorLoop,
         method: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
@@ -218,7 +218,7 @@ class LocalActorMethod:
         actor = self._actor
         spec = actor.spec(self._name)
         instance = self._instance()
-        submitted = on_loop.Submitted(args, kwargs, config, spec.function)  # copied now
+        submitted = async_calls.Submitted(args, kwargs, config, spec.function)  # copied now
         if run.is_generator(method) and num_returns in (None, "streaming"):
 
             def on_exit(ended: BaseException | None) -> LocalRef:
@@ -226,7 +226,7 @@ class LocalActorMethod:
                     _exited(actor)
                 return refs.error_ref(actor.dead or ActorDiedError(), spec.function)
 
-            return on_loop.LoopGenerator(
+            return async_calls.LoopGenerator(
                 actor_loop,
                 spec,
                 method,
@@ -243,7 +243,7 @@ class LocalActorMethod:
                 return _died_refs(actor, num_returns, spec.function)
             try:
                 async with actor.concurrency():  # max_concurrency, as Ray applies it
-                    made = await on_loop.run_async(
+                    made = await async_calls.run_async(
                         spec,
                         method,
                         submitted,
@@ -382,5 +382,5 @@ def kill(handle: Any) -> bool:
 
 def get_actor(name: str, namespace: str | None) -> LocalActorHandle | None:
     """The live local actor of that name, or ``None``."""
-    actor = lifecycle.get_live(name, namespace)
+    actor = get_live(name, namespace)
     return None if actor is None else LocalActorHandle(actor)
