@@ -14,7 +14,8 @@ import pytest
 import ray
 
 import raytrace_kit
-from raytrace_kit import _process
+from raytrace_kit import testing
+from raytrace_kit._output import state as output_state
 
 # Workers inherit the environment of the ray.init() that starts the local cluster; a
 # developer's own override must not redirect the files these tests look for.
@@ -62,11 +63,11 @@ _test_started = ""
 def _fresh_state() -> Iterator[None]:
     """Each test starts with raytrace_kit's process state reset and a new event window."""
     global _test_started  # noqa: PLW0603 -- the window events_of() reads
-    _process.reset()
+    testing.reset()
     _test_started = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     yield
-    fallback = _process.state.fallback_dir  # made by this test (Ray not initialized)
-    _process.reset()
+    fallback = output_state.state.fallback_dir  # made by this test (Ray not initialized)
+    testing.reset()
     if fallback is not None:
         shutil.rmtree(fallback, ignore_errors=True)
 

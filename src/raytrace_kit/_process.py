@@ -1,9 +1,8 @@
-"""This process: its Ray ids, its memory figures, and every piece of mutable state the kit keeps.
+"""This process: its Ray ids, its call ids and its memory figures.
 
-All process-wide state lives on :data:`state` (no other module has a mutable global or a
-``global`` statement). :func:`reset` returns it to a fresh process's (for tests), and a
-fork handler (``os.register_at_fork``) gives a forked child its own ids, files and locks,
-so no hot path needs to compare pids.
+What it keeps (:data:`state`) is truly process-wide; each room above keeps its own state
+and registers it with :mod:`raytrace_kit._registry`, as this module does. A forked child
+gets its own ids there, so no hot path needs to compare pids.
 """
 
 from __future__ import annotations
@@ -13,29 +12,18 @@ import itertools
 import os
 import sys
 import threading
-import weakref
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.exceptions import ActorDiedError
 
-from raytrace_kit import _ray_compat
+from raytrace_kit import _ray_compat, _registry
 
 if sys.platform != "win32":  # Windows has no resource module
     import resource
 
-if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Callable
-
-    from raytrace_kit._output.context import ActiveCall
-    from raytrace_kit._output.writer import EventWriter
-
 __all__ = [
     "ProcessIdentity",
-    "State",
+    "ProcessState",
     "call_ids",
     "memory_figures",
     "new_call_id",
@@ -59,8 +47,8 @@ class ProcessIdentity:
     is_worker: bool
 
 
-class State:
-    """Every mutable value raytrace_kit keeps for this process; see :func:`reset`."""
+class ProcessState:
+    """What this process keeps of its own: ids, the call-id counter, the open statm file."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -68,111 +56,34 @@ class State:
 
     def clear(self) -> None:
         """Forget every cached value (the caller closes what needs closing first)."""
-        # --- identity (see process_identity, call_ids)
         self.worker_identity: ProcessIdentity | None = None  # a worker's ids never change
         self.driver_identity: tuple[object, ProcessIdentity] | None = None  # per connection
+        self.local_identity: ProcessIdentity | None = None  # ids of local calls without Ray
         self.actor_id: str | None = None  # a process hosts at most one actor, for life
         self.call_prefix = os.urandom(5).hex()  # call ids: prefix + counter
         self.call_counter = itertools.count()
         self.statm_fd: int | None = None  # /proc/self/statm, kept open
-        # --- output (see _output)
-        self.fallback_dir: Path | None = None  # log dir while Ray is not initialized
-        self.last_ray_log_dir: Path | None = None  # the log dir of the last Ray session
-        self.writers: dict[Path, EventWriter] = {}  # one open event file per directory
-        self.worker_writer: EventWriter | None = None  # a worker's file, resolved once
-        self.driver_writer: tuple[ProcessIdentity, EventWriter] | None = None
-        self.warned: set[str] = set()  # warning keys shown already (warn once)
-        self.identity_members: tuple[ProcessIdentity, str] | None = None  # rendered once
-        self.clock: tuple[int, str] = (-1, "")  # the current second, formatted once
-        self.echo = False  # get_logger() events also shown here (see _output.logger.echo)
-        # --- live stacks (see _worker.stacks): calls running now, and the server thread
-        self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call
-        self.parents_hooked = False  # ActorMethod._remote carries parents (see _worker.parents)
-        self.stacks_server: threading.Thread | None = None
-        # --- profilers (see _worker.profilers): one memray per process, cProfile per thread
-        self.memray_busy = False
-        self.cprofile_threads: set[int] = set()
-        # --- serialization checks: verdicts on classes (worth opening attribute by attribute?)
-        self.user_data_types: dict[type, bool] = {}
-        # --- local mode (see _local): process-wide setting, routing switch, actors, hooks
-        self.local_setting: Any = None  # a LocalConfig, or None: off (set by _local.mode)
-        self.local_active = False  # False until local mode is first used
-        # (name, namespace) -> actor. Weak, as in Ray: a named actor ends with its last
-        # handle, unless detached (those are kept alive in local_detached).
-        self.local_actors: weakref.WeakValueDictionary[tuple[str, str | None], Any] = (
-            weakref.WeakValueDictionary()
-        )
-        self.local_detached: list[Any] = []
-        # Every live local actor by id (weak: an actor lives while a handle does).
-        self.local_actors_by_id: weakref.WeakValueDictionary[str, Any] = (
-            weakref.WeakValueDictionary()
-        )
-        self.local_loops: list[asyncio.AbstractEventLoop] = []  # one per async local actor
-        self.local_identity: ProcessIdentity | None = None  # ids of local calls without Ray
-        self.local_warned: set[str] = set()  # plain Ray calls warned about in local mode
-        # ray.<dotted name> -> (Ray's function, our hook), while the hooks are installed.
-        self.ray_hooks: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+
+    def close(self) -> None:
+        """Close the statm file and forget everything (reset, and a forked child's copy)."""
+        if self.statm_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.statm_fd)
+        self.clear()
+
+    def after_fork(self) -> None:
+        """A forked child: its own ids, counter and lock; the parent's statm file closed."""
+        self.lock = threading.Lock()
+        self.close()
 
 
-state = State()
+state = ProcessState()
+_registry.register(state.close, state.after_fork)
 
 
 def reset() -> None:
-    """Close files, remove hooks, stop helpers and forget every cached value (for tests)."""
-    with state.lock:
-        for writer in state.writers.values():
-            writer.close()
-        if state.statm_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(state.statm_fd)
-        for key, (original, hook) in state.ray_hooks.items():
-            name = key.partition("#")[0]  # "#..." tells apart two hooks of one attribute
-            owner_path, _, attribute = name.rpartition(".")
-            owner: Any = ray
-            for part in filter(None, owner_path.split(".")):
-                owner = getattr(owner, part)
-            if getattr(owner, attribute, None) is hook:
-                setattr(owner, attribute, original)
-        for actor in list(state.local_actors_by_id.values()):
-            actor.dead = ActorDiedError()
-        for loop in state.local_loops:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(loop.stop)
-        state.clear()
-
-
-def _after_fork_in_child() -> None:
-    """Give a forked child new ids, new files and fresh locks.
-
-    Nothing is closed in the parent: the child closes only its own copies of descriptors.
-    """
-    state.lock = threading.Lock()
-    writers = list(state.writers.values())
-    statm = state.statm_fd
-    hooks, actors, by_id, detached, setting, active = (
-        state.ray_hooks,
-        state.local_actors,
-        state.local_actors_by_id,
-        state.local_detached,
-        state.local_setting,
-        state.local_active,
-    )
-    fallback_dir = state.fallback_dir
-    state.clear()
-    state.fallback_dir = fallback_dir  # the child belongs to the parent's session
-    for writer in writers:
-        writer.forget()
-    if statm is not None:
-        with contextlib.suppress(OSError):
-            os.close(statm)
-    # What the program configured stays configured; the loop thread did not survive.
-    state.ray_hooks, state.local_actors, state.local_actors_by_id = hooks, actors, by_id
-    state.local_detached = detached
-    state.local_setting, state.local_active = setting, active
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    """Reset every owner of state in this process (see :mod:`raytrace_kit._registry`)."""
+    _registry.reset()
 
 
 def process_identity() -> ProcessIdentity:
@@ -232,7 +143,7 @@ def local_identity() -> ProcessIdentity:
 
 def local_task_id(actor_id: str | None, job_id: str | None) -> str:
     """A task id for a local call, in Ray's format (48 hex digits: unique, actor, job)."""
-    unique = f"{state.call_prefix}{next(state.call_counter) & 0xFFFFFF:06x}"
+    unique = new_call_id()
     actor_part = actor_id[:24] if actor_id else "f" * 24
     return f"{unique}{actor_part}{(job_id or '0' * 8)[:8]}"
 

@@ -16,7 +16,10 @@ import ray.cloudpickle
 from ray.actor import ActorClass
 from ray.remote_function import RemoteFunction
 
+from raytrace_kit import _registry
+
 __all__ = [
+    "RAY_OWN",
     "ActorClass",
     "CloudPickler",
     "DynamicObjectRefGenerator",
@@ -25,6 +28,7 @@ __all__ = [
     "actor_id_of",
     "actor_location",
     "actor_method_class",
+    "attribute_owner",
     "check_function_size",
     "connection_key",
     "current_actor_id",
@@ -35,6 +39,8 @@ __all__ = [
     "is_kit_remote",
     "is_worker_process",
     "mark_kit_remote",
+    "patch",
+    "patched",
     "python_class_of",
     "python_function_of",
     "ray_worker",
@@ -191,3 +197,53 @@ def mark_kit_remote(remote: _R) -> _R:
 def is_kit_remote(remote: Any) -> bool:
     """Whether ``remote`` (or the object it was made from by ``.options()``) is the kit's."""
     return bool(getattr(remote, _KIT_MARK, False))
+
+
+# Ray's own functions, as they were before any hook of the kit's replaced them: by name
+# under ``ray`` (``get``, ``actor.exit_actor`` ...). Local mode calls these for what is not
+# local; the hooks fill in the rest as they are installed.
+RAY_OWN: dict[str, Callable[..., Any]] = {
+    "get": ray.get,
+    "wait": ray.wait,
+    "put": ray.put,
+    "kill": ray.kill,
+    "get_actor": ray.get_actor,
+    "cancel": ray.cancel,
+    "get_runtime_context": ray.get_runtime_context,
+    "get_gpu_ids": ray.get_gpu_ids,
+}
+# The kit's patches in force: key -> (owner, attribute, Ray's own, ours). The key is the
+# dotted name under ``ray``, with a ``#suffix`` where two hooks share one attribute.
+_PATCHES: dict[str, tuple[Any, str, Callable[..., Any], Callable[..., Any]]] = {}
+
+
+def attribute_owner(dotted: str) -> tuple[Any, str]:
+    """The object that holds ``ray.<dotted>``, and the attribute's name."""
+    path, _, attribute = dotted.rpartition(".")
+    owner: Any = ray
+    for part in filter(None, path.split(".")):
+        owner = getattr(owner, part)
+    return owner, attribute
+
+
+def patched(key: str) -> bool:
+    """Whether the kit's patch named ``key`` is in force."""
+    return key in _PATCHES
+
+
+def patch(key: str, owner: Any, attribute: str, ours: Callable[..., Any]) -> None:
+    """Put ``ours`` in place of ``owner.attribute``; :func:`unpatch_all` puts Ray's back."""
+    _PATCHES[key] = (owner, attribute, getattr(owner, attribute), ours)
+    setattr(owner, attribute, ours)
+
+
+def _unpatch_all() -> None:
+    """Put back Ray's own where the kit's patches are still in place (for tests)."""
+    for owner, attribute, original, ours in _PATCHES.values():
+        if getattr(owner, attribute, None) is ours:
+            setattr(owner, attribute, original)
+    _PATCHES.clear()
+
+
+# Patches outlive a fork (what the program configured stays configured).
+_registry.register(_unpatch_all)

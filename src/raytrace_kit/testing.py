@@ -38,9 +38,29 @@ from typing import Any
 
 import pytest
 
-__all__ = ["ray_local"]
+__all__ = ["ray_local", "reset"]
 
 _SUMMARY_ROWS = 5
+
+
+def reset() -> None:
+    """Return raytrace_kit to a fresh process's state: for tests that check the kit itself.
+
+    Closes the event files, removes the ``ray.*`` hooks of local mode, ends local actors,
+    and forgets every setting and cache the kit keeps in this process. Ray itself is left
+    as it is.
+
+    Example:
+        .. code-block:: python
+
+            @pytest.fixture(autouse=True)
+            def fresh_kit():
+                yield
+                raytrace_kit.testing.reset()
+    """
+    from raytrace_kit import _registry  # noqa: PLC0415 -- the plugin loads nothing until used
+
+    _registry.reset()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -102,11 +122,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def _summary(since: datetime) -> list[str]:
-    from raytrace_kit import _process  # noqa: PLC0415
+    from raytrace_kit._output import state as _output_state  # noqa: PLC0415
     from raytrace_kit._reports.report import report  # noqa: PLC0415
     from raytrace_kit._reports.session import Session  # noqa: PLC0415
 
-    state = _process.state
+    state = _output_state.state
     folders = {d for d in (state.last_ray_log_dir, state.fallback_dir) if d is not None}
     files = sorted(
         {f for d in folders if Path(d).is_dir() for f in Path(d).rglob("events-*.jsonl")}

@@ -10,6 +10,7 @@ import ray
 
 import raytrace_kit
 from raytrace_kit import _process, get_logger, local_mode
+from raytrace_kit._local import state as local_state
 
 
 class TestReset:
@@ -23,7 +24,7 @@ class TestReset:
             assert ray.get.__wrapped__ is original
         _process.reset()
         assert ray.get is original
-        assert not _process.state.local_active
+        assert not local_state.state.active
 
     @pytest.mark.usefixtures("no_ray")
     def test_reset_forgets_the_fallback_dir(self) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+from raytrace_kit import _registry
 from raytrace_kit._html import card
 from raytrace_kit._html import table as html_table
 from raytrace_kit._options import ProfileKind, validate_profile_options
@@ -157,6 +158,7 @@ class _PythonBlock(ProfileBlock):
                 writer.report_failure("profile-stop", "cannot finish the block's profile", exc)
 
 
+@_registry.cleared_on_reset
 @functools.cache
 def _memray_block_class() -> Any:
     """A ProfileBlock that *is* a ``memray.Tracker`` (memray imported on first use).

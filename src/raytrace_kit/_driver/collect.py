@@ -26,7 +26,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raytrace_kit import _ray_compat
+from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._output import paths, writer
 from raytrace_kit.exceptions import UsageError
 
@@ -75,6 +75,7 @@ def _read_files(root: str, wanted: list[tuple[str, int, int]]) -> Iterator[tuple
             continue  # removed or rotated away since the listing: the next run gets it
 
 
+@_registry.cleared_on_reset
 @functools.cache
 def _remotes() -> tuple[Any, Any]:
     lister = _ray_compat.mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(_list_files))

@@ -25,10 +25,12 @@ from raytrace_kit._driver import checks, pinning
 from raytrace_kit._driver.blocks import BLOCK
 from raytrace_kit._html import card, table
 from raytrace_kit._local import run as local_run
+from raytrace_kit._local import state as local_state
 from raytrace_kit._local.hooks import activate as activate_local_mode
 from raytrace_kit._local.setting import LocalConfig, config_for
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._output import paths
+from raytrace_kit._output import state as output_state
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._worker.parents import with_parent
 from raytrace_kit.exceptions import NotSerializableError
@@ -254,7 +256,7 @@ class Debuggable:
         if check == "always" or (check == "first" and not shared.checked):
             self._check_before_submit(args, kwargs)
         try:
-            if options.local or _process.state.local_active:
+            if options.local or local_state.state.active:
                 config = config_for(options)
                 if config is not None:
                     return self._local_call(config, args, kwargs)
@@ -271,7 +273,7 @@ class Debuggable:
                 in_block = dataclasses.replace(options, profile=block.kind, profile_block=block.id)
                 return self._derive(in_block, self._ray_options)._target().remote(*args, **kwargs)
             target = self._remote_target or self._target()
-            if _process.state.last_ray_log_dir is None:  # once: what report() reads later
+            if output_state.state.last_ray_log_dir is None:  # once: what report() reads later
                 paths.remember_session()
             return target.remote(*args, **kwargs)
         except Exception as exc:

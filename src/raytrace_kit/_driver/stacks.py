@@ -13,7 +13,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raytrace_kit import _ray_compat
+from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._driver.actor_class import DebuggableActorClass
 from raytrace_kit._local.handles import LocalActorHandle
 from raytrace_kit._worker.stack_server import NoStacksServerError, read_stacks
@@ -27,6 +27,7 @@ __all__ = ["stacks"]
 _WAITING_STATES = frozenset({"MISSING", "DEPENDENCIES_UNREADY", "PENDING_CREATION", "RESTARTING"})
 
 
+@_registry.cleared_on_reset
 @functools.cache
 def _helper() -> Any:
     # num_cpus=0: it must run even on a node whose CPUs the busy actor holds.

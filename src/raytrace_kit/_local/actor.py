@@ -17,6 +17,7 @@ from ray.exceptions import ActorDiedError, RayActorError
 
 from raytrace_kit import _process
 from raytrace_kit._local import actor_loop, refs, run
+from raytrace_kit._local import state as local_state
 from raytrace_kit._options import CallSpec, DebugOptions, qualified_name
 from raytrace_kit._output.context import CURRENT_CALL
 
@@ -66,7 +67,7 @@ class LocalActor:
         # An async actor runs up to max_concurrency calls at once (Ray's default: 1000).
         self.max_concurrency = int(ray_options.get("max_concurrency") or 1000)
         self._semaphore: asyncio.Semaphore | None = None
-        _process.state.local_actors_by_id[self.actor_id] = self
+        local_state.state.actors_by_id[self.actor_id] = self
 
     def signature(self, method: str) -> inspect.Signature:
         """What a caller passes to ``method`` (no ``self``), as Ray checks it at ``.remote()``."""
@@ -159,7 +160,7 @@ def exit_actor() -> bool:
     actor_id = None if call is None or call.mode != "local" else call.local_actor_id
     if actor_id is None:
         return False
-    actor = _process.state.local_actors_by_id.get(actor_id)
+    actor = local_state.state.actors_by_id.get(actor_id)
     if actor is not None:
         die(actor, death(actor, INTENDED_EXIT))
     raise ActorExit(0)
@@ -191,29 +192,29 @@ def die(actor: LocalActor, error: BaseException) -> None:
     """The actor is dead: its name is free, its running async calls are cancelled."""
     if actor.dead is None:
         actor.dead = error
-    state = _process.state
+    state = local_state.state
     with state.lock:
-        for key, value in list(state.local_actors.items()):
+        for key, value in list(state.actors.items()):
             if value is actor:
-                del state.local_actors[key]
-        if actor in state.local_detached:
-            state.local_detached.remove(actor)
+                del state.actors[key]
+        if actor in state.detached:
+            state.detached.remove(actor)
     if actor.loop is not None:
         actor.loop.cancel_all()
 
 
 def get_live(name: str, namespace: str | None) -> LocalActor | None:
     """The live local actor of that name in that namespace (only there, as in Ray)."""
-    actors = _process.state.local_actors
-    with _process.state.lock:
+    actors = local_state.state.actors
+    with local_state.state.lock:
         actor = actors.get((name, namespace))
     return None if actor is None or actor.dead is not None else actor
 
 
 def named_actors(all_namespaces: bool) -> list[Any]:
     """``ray.util.list_named_actors`` for the live local actors (as Ray lists them)."""
-    with _process.state.lock:
-        keys = [key for key, actor in _process.state.local_actors.items() if actor.dead is None]
+    with local_state.state.lock:
+        keys = [key for key, actor in local_state.state.actors.items() if actor.dead is None]
     if all_namespaces:
         return [{"name": name, "namespace": namespace or ""} for name, namespace in keys]
     return [name for name, namespace in keys if namespace is None]

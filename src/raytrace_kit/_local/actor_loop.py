@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from raytrace_kit import _process
+from raytrace_kit._local import state as local_state
 
 __all__ = ["ActorLoop"]
 
@@ -37,7 +37,7 @@ class ActorLoop:
     def _started(self) -> asyncio.AbstractEventLoop:
         loop = self._loop
         if loop is None or loop.is_closed():
-            state = _process.state
+            state = local_state.state
             with state.lock:
                 loop = self._loop
                 if loop is None or loop.is_closed():
@@ -47,7 +47,7 @@ class ActorLoop:
                         target=_run, args=(loop,), name=f"raytrace_kit-{self._name}", daemon=True
                     )
                     self.thread.start()
-                    state.local_loops.append(loop)
+                    state.loops.append(loop)
         return loop
 
     @property

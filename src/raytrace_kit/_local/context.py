@@ -16,6 +16,7 @@ import ray
 from ray.runtime_context import RuntimeContext
 
 from raytrace_kit import _process, _ray_compat
+from raytrace_kit._local import state as local_state
 from raytrace_kit._local.handles import LocalActorHandle
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit.exceptions import LocalModeError
@@ -61,7 +62,7 @@ class LocalRuntimeContext(RuntimeContext):  # type: ignore[misc]  # untyped base
 
     def _actor(self) -> Any:
         actor_id = self.get_actor_id()
-        return None if actor_id is None else _process.state.local_actors_by_id.get(actor_id)
+        return None if actor_id is None else local_state.state.actors_by_id.get(actor_id)
 
     def get_actor_name(self) -> str | None:
         actor = self._actor()

@@ -15,8 +15,8 @@ from ray.exceptions import (
     TaskCancelledError,
 )
 
-from raytrace_kit import _process
 from raytrace_kit._local import actor_loop, async_calls, refs, run, setting
+from raytrace_kit._local import state as local_state
 from raytrace_kit._local.actor import INTENDED_EXIT, LocalActor, death, die, get_live
 from raytrace_kit._local.copies import keep_alive
 from raytrace_kit._local.refs import LocalRef
@@ -70,7 +70,7 @@ def _handle_of(actor_id: str) -> LocalActorHandle:
     Raises:
         ValueError: No such actor here (a handle pickled in another process).
     """
-    actor = _process.state.local_actors_by_id.get(actor_id)
+    actor = local_state.state.actors_by_id.get(actor_id)
     if actor is None:
         msg = (
             f"The local actor {actor_id} does not exist in this process: local actor handles "
@@ -331,9 +331,9 @@ def create_actor(
     run.check_call(inspect.signature(cls), args, kwargs)  # where Ray checks them
     name: str | None = ray_options.get("name")
     key = (str(name), ray_options.get("namespace"))
-    state = _process.state
+    state = local_state.state
     with state.lock:
-        existing = state.local_actors.get(key) if name else None
+        existing = state.actors.get(key) if name else None
         if existing is not None and existing.dead is None:
             if ray_options.get("get_if_exists"):
                 return LocalActorHandle(existing)
@@ -346,9 +346,9 @@ def create_actor(
             raise ActorAlreadyExistsError(msg)
         actor = LocalActor(cls, options, ray_options)
         if name:
-            state.local_actors[key] = actor
+            state.actors[key] = actor
             if ray_options.get("lifetime") == "detached":
-                state.local_detached.append(actor)  # lives on without handles, as in Ray
+                state.detached.append(actor)  # lives on without handles, as in Ray
 
     def construct(*init_args: Any, **init_kwargs: Any) -> None:
         actor.instance = cls(*init_args, **init_kwargs)

@@ -25,13 +25,15 @@ import ray.actor
 import ray.remote_function
 import ray.util
 
-from raytrace_kit import _process, _ray_compat
+from raytrace_kit import _ray_compat
 from raytrace_kit._local import actor as local_actor
 from raytrace_kit._local import handles, refs, setting
+from raytrace_kit._local import state as local_state
 from raytrace_kit._local.context import LocalRuntimeContext
-from raytrace_kit._local.refs import RAY, LocalRef, LocalRefGenerator
+from raytrace_kit._local.refs import LocalRef, LocalRefGenerator
 from raytrace_kit._output import writer
 from raytrace_kit._output.context import CURRENT_CALL
+from raytrace_kit._ray_compat import RAY_OWN
 from raytrace_kit.exceptions import LocalModeError
 
 __all__ = ["activate"]
@@ -57,13 +59,13 @@ def _get(object_refs: Any, *args: Any, **kwargs: Any) -> Any:
         return [ref._get() for ref in object_refs]
     if isinstance(object_refs, list) and any(type(ref) is LocalRef for ref in object_refs):
         real = [ref for ref in object_refs if type(ref) is not LocalRef]
-        fetched = iter(RAY["get"](real, *args, **kwargs) if real else [])
+        fetched = iter(RAY_OWN["get"](real, *args, **kwargs) if real else [])
         return [
             ref._get(timeout) if type(ref) is LocalRef else next(fetched) for ref in object_refs
         ]
     if _local_without_ray():
         return _get_without_ray(object_refs)
-    return RAY["get"](object_refs, *args, **kwargs)
+    return RAY_OWN["get"](object_refs, *args, **kwargs)
 
 
 def _get_without_ray(object_refs: Any) -> Any:
@@ -133,7 +135,7 @@ def _local_ready(waitable: Any) -> bool:
 def _wait(ray_waitables: Any, *args: Any, **kwargs: Any) -> Any:
     has_local = isinstance(ray_waitables, list) and any(_is_local(w) for w in ray_waitables)
     if not has_local and not _local_without_ray():
-        return RAY["wait"](ray_waitables, *args, **kwargs)
+        return RAY_OWN["wait"](ray_waitables, *args, **kwargs)
     num_returns = kwargs.get("num_returns", args[0] if args else 1)
     timeout = kwargs.get("timeout", args[1] if len(args) > 1 else None)
     _check_waitables(ray_waitables, num_returns, timeout)
@@ -143,7 +145,7 @@ def _wait(ray_waitables: Any, *args: Any, **kwargs: Any) -> Any:
     pending = [w for w in ray_waitables if type(w) is LocalRef and not w._ready()]
     real = [w for w in ray_waitables if not _is_local(w)]
     if len(ready) < num_returns and real:
-        more, _ = RAY["wait"](
+        more, _ = RAY_OWN["wait"](
             real,
             num_returns=min(len(real), num_returns - len(ready)),
             timeout=timeout,
@@ -177,7 +179,7 @@ def _wait_pending(pending: list[LocalRef], wanted: int, timeout: float | None) -
 
 def _put(value: Any, *args: Any, **kwargs: Any) -> Any:
     if not _local_without_ray():
-        return RAY["put"](value, *args, **kwargs)
+        return RAY_OWN["put"](value, *args, **kwargs)
     if isinstance(value, ray.ObjectRef):  # Ray's checks and messages
         msg = (
             "Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do "
@@ -200,7 +202,7 @@ def _kill(actor: Any, *args: Any, **kwargs: Any) -> Any:
             f"Got: {type(actor)}."
         )
         raise ValueError(msg)
-    return RAY["kill"](actor, *args, **kwargs)
+    return RAY_OWN["kill"](actor, *args, **kwargs)
 
 
 def _get_actor(name: str, namespace: str | None = None, *args: Any, **kwargs: Any) -> Any:
@@ -213,7 +215,7 @@ def _get_actor(name: str, namespace: str | None = None, *args: Any, **kwargs: An
             "and Ray is not initialized."
         )
         raise ValueError(msg)
-    return RAY["get_actor"](name, namespace, *args, **kwargs)
+    return RAY_OWN["get_actor"](name, namespace, *args, **kwargs)
 
 
 def _cancel(ray_waitable: Any, *args: Any, **kwargs: Any) -> Any:
@@ -233,7 +235,7 @@ def _cancel(ray_waitable: Any, *args: Any, **kwargs: Any) -> Any:
             f"For actors, try ray.kill(). Got: {type(ray_waitable)}."
         )
         raise TypeError(msg)
-    return RAY["cancel"](ray_waitable, *args, **kwargs)
+    return RAY_OWN["cancel"](ray_waitable, *args, **kwargs)
 
 
 def _in_local_call() -> Any:
@@ -245,26 +247,26 @@ def _get_runtime_context(*args: Any, **kwargs: Any) -> Any:
     call = _in_local_call()
     if call is not None or _local_without_ray():
         return LocalRuntimeContext(call)
-    return RAY["get_runtime_context"](*args, **kwargs)
+    return RAY_OWN["get_runtime_context"](*args, **kwargs)
 
 
 def _get_gpu_ids(*args: Any, **kwargs: Any) -> Any:
     if _in_local_call() is not None or _local_without_ray():
         return []  # a local call is assigned no GPU
-    return RAY["get_gpu_ids"](*args, **kwargs)
+    return RAY_OWN["get_gpu_ids"](*args, **kwargs)
 
 
 def _exit_actor(*args: Any, **kwargs: Any) -> Any:
     if local_actor.exit_actor():  # raises inside a local actor's call
         return None
-    return RAY["exit_actor"](*args, **kwargs)
+    return RAY_OWN["exit_actor"](*args, **kwargs)
 
 
 def _list_named_actors(all_namespaces: bool = False, *args: Any, **kwargs: Any) -> Any:
     local = local_actor.named_actors(all_namespaces)
     if not ray.is_initialized():
         return local
-    return local + RAY["list_named_actors"](all_namespaces, *args, **kwargs)
+    return local + RAY_OWN["list_named_actors"](all_namespaces, *args, **kwargs)
 
 
 def _plain_call(kind: str, name: str) -> None:
@@ -281,9 +283,9 @@ def _plain_call(kind: str, name: str) -> None:
     )
     if config.strict:
         raise LocalModeError(msg + " (local_mode(strict=True) makes this an error.)")
-    state = _process.state
-    if name not in state.local_warned:
-        state.local_warned.add(name)
+    state = local_state.state
+    if name not in state.warned:
+        state.warned.add(name)
         writer.warn(msg, stacklevel=5)
 
 
@@ -320,39 +322,26 @@ _SUBMISSIONS = {
 }
 
 
-def _owner(dotted: str) -> tuple[Any, str]:
-    path, _, attribute = dotted.rpartition(".")
-    owner: Any = ray
-    for part in filter(None, path.split(".")):
-        owner = getattr(owner, part)
-    return owner, attribute
-
-
 def activate() -> None:
     """Install the hooks and enable local routing (idempotent, cheap when done).
 
     The hooks keep the name, docs and signature of Ray's functions. A function someone
-    else wrapped already is left alone. :func:`raytrace_kit._process.reset` removes them.
+    else wrapped already is left alone. A reset (``raytrace_kit.testing.reset()``) removes them.
     """
-    state = _process.state
-    if state.local_active:
+    state = local_state.state
+    if state.active:
         return
-    installed: Callable[..., Any]
     with state.lock:
         for dotted, hook in _HOOKS.items():
-            owner, attribute = _owner(dotted)
-            original = RAY.setdefault(attribute, getattr(owner, attribute))
+            owner, attribute = _ray_compat.attribute_owner(dotted)
+            original = RAY_OWN.setdefault(attribute, getattr(owner, attribute))
             if getattr(owner, attribute) is not original:
                 continue  # someone else wrapped it: leave theirs alone
-            installed = functools.wraps(original)(hook)
-            setattr(owner, attribute, installed)
-            state.ray_hooks[dotted] = (original, installed)
+            _ray_compat.patch(dotted, owner, attribute, functools.wraps(original)(hook))
         for dotted, kind in _SUBMISSIONS.items():
-            owner, attribute = _owner(dotted)
-            original = RAY.setdefault(dotted, getattr(owner, attribute))
+            owner, attribute = _ray_compat.attribute_owner(dotted)
+            original = RAY_OWN.setdefault(dotted, getattr(owner, attribute))
             if getattr(owner, attribute) is not original:
                 continue
-            installed = _hook_submission(original, kind)
-            setattr(owner, attribute, installed)
-            state.ray_hooks[dotted] = (original, installed)
-        state.local_active = True
+            _ray_compat.patch(dotted, owner, attribute, _hook_submission(original, kind))
+        state.active = True

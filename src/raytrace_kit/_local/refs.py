@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import itertools
 import os
 import traceback
 from collections import deque
@@ -25,11 +24,12 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
+from raytrace_kit._local import state as local_state
 from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
 from raytrace_kit._output.schema import KIT_DIR
+from raytrace_kit._ray_compat import RAY_OWN
 
 __all__ = [
-    "RAY",
     "InProcess",
     "LocalRef",
     "LocalRefGenerator",
@@ -43,27 +43,10 @@ __all__ = [
     "value_ref",
 ]
 
-# Ray's own functions, as they were before local mode hooked any of them.
-RAY: dict[str, Callable[..., Any]] = {
-    "get": ray.get,
-    "wait": ray.wait,
-    "put": ray.put,
-    "kill": ray.kill,
-    "get_actor": ray.get_actor,
-    "cancel": ray.cancel,
-    "get_runtime_context": ray.get_runtime_context,
-    "get_gpu_ids": ray.get_gpu_ids,
-}
-
-_ID_PREFIX = [os.urandom(20)]  # per process; a fork draws a new one (ids stay distinct)
-_ID_COUNTER = itertools.count()
-
 
 def _new_id() -> bytes:
-    return _ID_PREFIX[0] + next(_ID_COUNTER).to_bytes(8, "little")
-
-
-os.register_at_fork(after_in_child=lambda: _ID_PREFIX.__setitem__(0, os.urandom(20)))
+    ids = local_state.state  # a prefix per process, drawn again after a fork
+    return ids.id_prefix + next(ids.id_counter).to_bytes(8, "little")
 
 
 class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
@@ -334,7 +317,7 @@ def resolve_argument(arg: Any) -> Any:
     if isinstance(arg, LocalRef):
         return arg._get()
     if isinstance(arg, ray.ObjectRef):
-        return RAY["get"](arg)
+        return RAY_OWN["get"](arg)
     return arg
 
 
@@ -357,5 +340,5 @@ def _real(arg: Any) -> Any:
         return arg
     arg._settle()
     if arg._error is not None:
-        return RAY["put"](arg._error)
-    return RAY["put"](arg._get())
+        return RAY_OWN["put"](arg._error)
+    return RAY_OWN["put"](arg._get())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass
 
-from raytrace_kit import _process
+from raytrace_kit._local import state as local_state
 from raytrace_kit._options import DebugOptions
 
 __all__ = ["DEFAULT_ON", "OFF", "OVERRIDE", "LocalConfig", "config_for", "current", "is_local_mode"]
@@ -36,7 +36,7 @@ class LocalConfig:
 OFF = LocalConfig(enabled=False)
 DEFAULT_ON = LocalConfig()
 
-# Overrides the process-wide setting (_process.state.local_setting) in a context: set by
+# Overrides the process-wide setting (local_state.state.setting) in a context: set by
 # `with local_mode(...)`, and while a local call runs (so calls made inside it run locally).
 OVERRIDE: contextvars.ContextVar[LocalConfig | None] = contextvars.ContextVar(
     "raytrace_kit_local_mode", default=None
@@ -44,7 +44,7 @@ OVERRIDE: contextvars.ContextVar[LocalConfig | None] = contextvars.ContextVar(
 
 
 def _process_wide() -> LocalConfig:
-    setting: LocalConfig | None = _process.state.local_setting
+    setting: LocalConfig | None = local_state.state.setting
     return OFF if setting is None else setting
 
 

@@ -10,8 +10,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from raytrace_kit import _process
 from raytrace_kit._local import setting
+from raytrace_kit._local import state as local_state
 from raytrace_kit._local.hooks import activate
 from raytrace_kit._local.setting import LocalConfig, is_local_mode
 from raytrace_kit.exceptions import UsageError
@@ -38,7 +38,7 @@ def set_local_mode(
     _require_bool("set_local_mode", enabled)
     if enabled:
         activate()
-    _process.state.local_setting = LocalConfig(
+    local_state.state.setting = LocalConfig(
         enabled=enabled, copy=copy, post_mortem=post_mortem, strict=strict
     )
 

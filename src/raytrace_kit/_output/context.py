@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from raytrace_kit import _process
+from raytrace_kit import _process, _registry
 from raytrace_kit._output import schema
 
 __all__ = ["CURRENT_CALL", "PARENT_KWARG", "ActiveCall", "parent_token"]
@@ -141,6 +141,7 @@ def _local_task_name(function: str | None, actor_id: str | None) -> str | None:
     return _task_name(function, actor_id is not None)
 
 
+@_registry.cleared_on_reset
 @functools.lru_cache(maxsize=1024)
 def _task_name(function: str | None, method: bool) -> str | None:
     if function is None:

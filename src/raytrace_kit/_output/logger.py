@@ -12,8 +12,9 @@ import sys
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit import _process
+from raytrace_kit import _process, _registry
 from raytrace_kit._output import lines, schema, writer
+from raytrace_kit._output import state as output_state
 from raytrace_kit._output.context import CURRENT_CALL
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def _echo(
     _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     """With ``echo(True)``, also show the event: in the cell's output, else on stderr."""
-    if _process.state.echo:
+    if output_state.state.echo:
         try:
             stream = sys.stdout if _in_kernel() else sys.stderr
             stream.write(lines.readable(dict(event_dict)) + "\n")
@@ -87,7 +88,7 @@ def echo(on: bool = True) -> None:
     Args:
         on: ``False`` turns it off again.
     """
-    _process.state.echo = bool(on)
+    output_state.state.echo = bool(on)
 
 
 def _to_json_line(
@@ -96,6 +97,7 @@ def _to_json_line(
     return schema.event_line(event_dict)
 
 
+@_registry.cleared_on_reset
 @functools.cache
 def _chain() -> tuple[Any, tuple[Processor, ...]]:
     """Return structlog's bound-logger class and our processors, built on first use.

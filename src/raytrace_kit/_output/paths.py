@@ -13,7 +13,7 @@ from pathlib import Path
 
 import ray
 
-from raytrace_kit import _process
+from raytrace_kit._output import state as output_state
 
 __all__ = [
     "ENV_LOG_DIR",
@@ -61,7 +61,7 @@ def log_dir() -> Path:
     elif ray.is_initialized():
         ctx = ray.get_runtime_context()
         path = Path(ctx.get_temp_dir(), ctx.get_session_name(), "logs", _SUBDIR)
-        _process.state.last_ray_log_dir = path
+        output_state.state.last_ray_log_dir = path
     else:
         return _fallback_dir()
     with contextlib.suppress(OSError):  # reported by the writer, which owns the warning
@@ -84,7 +84,7 @@ def recent_log_dir() -> Path:
     local-mode run's).
     """
     current = log_dir()
-    last = _process.state.last_ray_log_dir
+    last = output_state.state.last_ray_log_dir
     if last is None or ray.is_initialized() or os.environ.get(ENV_LOG_DIR):
         return current
     if any(current.glob("events-*.jsonl")):
@@ -104,7 +104,7 @@ def session_dir() -> Path:
 
 
 def _fallback_dir() -> Path:
-    state = _process.state
+    state = output_state.state
     if state.fallback_dir is None:
         with state.lock:
             if state.fallback_dir is None:

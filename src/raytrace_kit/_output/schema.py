@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from raytrace_kit import _process
+from raytrace_kit._output import state as output_state
 
 if TYPE_CHECKING:
     from raytrace_kit._process import ProcessIdentity
@@ -89,7 +90,7 @@ def now() -> str:
     Equal to ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``; the
     date-time part is formatted once per second (this runs twice per call).
     """
-    state = _process.state
+    state = output_state.state
     current = time.time()
     second = int(current)
     clock = state.clock
@@ -117,7 +118,7 @@ def _quoted(value: str | None) -> str:
 
 
 def _identity_members(identity: ProcessIdentity) -> str:
-    state = _process.state
+    state = output_state.state
     cached = state.identity_members
     if cached is not None and cached[0] is identity:
         return cached[1]

@@ -18,6 +18,7 @@ from typing import Any
 
 from raytrace_kit import _process
 from raytrace_kit._output import paths, schema
+from raytrace_kit._output import state as output_state
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit.exceptions import RaytraceKitWarning
 
@@ -201,7 +202,7 @@ def _writer(identity: _process.ProcessIdentity | None = None) -> EventWriter:
     connection): the directory and ``RAYTRACE_LOG_DIR`` are read then, not per event. A
     driver's file of an earlier connection is closed then (one per ``ray.init``).
     """
-    state = _process.state
+    state = output_state.state
     writer = state.worker_writer
     if writer is not None:
         return writer
@@ -256,7 +257,7 @@ def report_failure(key: str, what: str, exc: BaseException) -> None:
     The event goes to stderr because the failure is usually that the event file cannot be
     written; in a Ray worker, stderr lands in the worker's log in the session directory.
     """
-    state = _process.state
+    state = output_state.state
     if key in state.warned:
         return
     state.warned.add(key)

@@ -24,7 +24,7 @@ from typing import Any
 
 import ray.cloudpickle
 
-from raytrace_kit import _process, _ray_compat
+from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._serialization.report import Scope, SerializationFailure, SerializationReport
 
 __all__ = ["check_serializable"]
@@ -277,13 +277,18 @@ _LIBRARY_PATHS = tuple(
 )
 
 
+# Verdicts on classes: worth opening attribute by attribute? Forgotten by a reset.
+_USER_DATA_TYPES: dict[type, bool] = {}
+_registry.register(_USER_DATA_TYPES.clear)
+
+
 def _is_user_data(cls: type) -> bool:
     """Whether instances of ``cls`` are worth opening, attribute by attribute.
 
     True for dataclasses and for classes of the user's own code that pickle through their
     attributes (no custom ``__reduce__``/``__getstate__``).
     """
-    verdicts = _process.state.user_data_types
+    verdicts = _USER_DATA_TYPES
     known = verdicts.get(cls)
     if known is None:
         known = verdicts[cls] = _judge_user_data(cls)

@@ -15,13 +15,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
-from raytrace_kit import _process
+from raytrace_kit import _process, _registry
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output import schema, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
 from raytrace_kit._worker import parents, profilers, stack_server
+from raytrace_kit._worker import state as worker_state
 
 __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
 
@@ -151,7 +152,7 @@ class Boundary:
         self.profile = None
         if call is None:
             return None
-        state = _process.state
+        state = worker_state.state
         state.running_calls[id(call)] = call
         if not state.parents_hooked and self.mode != "local":
             state.parents_hooked = True
@@ -186,7 +187,7 @@ class Boundary:
         with contextlib.suppress(ValueError, RuntimeError):
             CURRENT_CALL.reset(self.token)
         if self.call is not None:
-            _process.state.running_calls.pop(id(self.call), None)
+            worker_state.state.running_calls.pop(id(self.call), None)
         tail = ""
         if self.profile is not None:
             try:
@@ -366,6 +367,7 @@ def _shown(
     return args[skip:], kwargs, names[skip:]
 
 
+@_registry.cleared_on_reset
 @functools.lru_cache(maxsize=256)
 def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
     try:

@@ -15,15 +15,17 @@ inside a call and only for methods that take it (those of debuggable actors).
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from raytrace_kit import _process, _ray_compat
+from raytrace_kit import _ray_compat
 from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG, parent_token
 
 __all__ = ["install_method_hook", "with_parent"]
 
 _HOOK_KEY = "actor.ActorMethod._remote#parent"
+_LOCK = threading.Lock()  # one installer at a time (the patch itself is _ray_compat's)
 
 
 def with_parent(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -36,8 +38,7 @@ def with_parent(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def install_method_hook() -> None:
     """Wrap ``ActorMethod._remote`` so method calls made inside a call carry its token."""
-    state = _process.state
-    if _HOOK_KEY in state.ray_hooks:
+    if _ray_compat.patched(_HOOK_KEY):
         return
     cls = _ray_compat.actor_method_class()
     original: Callable[..., Any] = cls._remote
@@ -49,8 +50,6 @@ def install_method_hook() -> None:
             kwargs = {**(kwargs or {}), PARENT_KWARG: parent_token(parent)}
         return original(self, args, kwargs, **options)
 
-    with state.lock:
-        if _HOOK_KEY in state.ray_hooks:
-            return
-        cls._remote = submit
-        state.ray_hooks[_HOOK_KEY] = (original, submit)
+    with _LOCK:
+        if not _ray_compat.patched(_HOOK_KEY):
+            _ray_compat.patch(_HOOK_KEY, cls, "_remote", submit)

@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from raytrace_kit import _process
 from raytrace_kit._options import CallSpec, memray_available
 from raytrace_kit._output import paths, schema, writer
 from raytrace_kit._output.context import ActiveCall
+from raytrace_kit._worker import state as worker_state
 
 __all__ = [
     "CallProfile",
@@ -48,7 +48,7 @@ def memray_tracker_active() -> bool:
 
 
 def _acquire(profiler: str) -> bool:
-    state = _process.state
+    state = worker_state.state
     with state.lock:
         if profiler == "memray":
             if state.memray_busy:
@@ -63,7 +63,7 @@ def _acquire(profiler: str) -> bool:
 
 
 def _release(profiler: str, thread: int) -> None:
-    state = _process.state
+    state = worker_state.state
     with state.lock:
         if profiler == "memray":
             state.memray_busy = False
@@ -163,7 +163,7 @@ def claim(profiler: str, function: str) -> str | None:
     """
     if profiler == "memray" and not memray_available():
         return _skipped("memray is not installed in this process", function, profiler)
-    if profiler == "memray" and not _process.state.memray_busy and memray_tracker_active():
+    if profiler == "memray" and not worker_state.state.memray_busy and memray_tracker_active():
         reason = "a memray Tracker of the program is already active in this process"
         return _skipped(reason, function, profiler)
     if not _acquire(profiler):

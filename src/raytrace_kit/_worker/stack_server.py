@@ -27,6 +27,7 @@ from typing import Any
 
 from raytrace_kit import _process
 from raytrace_kit._output import paths, writer
+from raytrace_kit._worker import state as worker_state
 from raytrace_kit._worker.stacks import ProcessStacks, RunningCall, ThreadStack, process_stacks
 
 __all__ = ["NoStacksServerError", "read_stacks", "serve"]
@@ -42,7 +43,7 @@ def serve() -> None:
     Failures (no FIFOs on this platform, an unwritable directory) leave the process
     without one: :func:`read_stacks` then says so.
     """
-    state = _process.state
+    state = worker_state.state
     if state.stacks_server is not None or not hasattr(os, "mkfifo"):
         return
     try:

@@ -20,6 +20,7 @@ import ray
 
 from raytrace_kit import _process
 from raytrace_kit._html import card, cell_name, pre
+from raytrace_kit._worker import state as worker_state
 
 __all__ = ["ProcessStacks", "RunningCall", "ThreadStack", "process_stacks"]
 
@@ -167,7 +168,7 @@ def process_stacks(all_frames: bool = False, *, include_caller: bool = False) ->
     me = None if include_caller else threading.get_ident()
     now = time.perf_counter()
     calls: dict[int, list[RunningCall]] = {}
-    for call in list(_process.state.running_calls.values()):
+    for call in list(worker_state.state.running_calls.values()):
         running = RunningCall(
             call.call_id,
             call.spec_fields["function"],

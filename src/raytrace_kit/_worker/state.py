@@ -1,0 +1,38 @@
+"""What the worker room keeps for this process: the calls running now, its threads, profilers.
+
+Registered with :mod:`raytrace_kit._registry`: a reset and a forked child both start with
+nothing running (threads do not survive a fork).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from raytrace_kit import _registry
+
+if TYPE_CHECKING:
+    from raytrace_kit._output.context import ActiveCall
+
+__all__ = ["WorkerState", "state"]
+
+
+class WorkerState:
+    """Every mutable value of the worker room; see the module's docstring."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every value, with a fresh lock."""
+        self.lock = threading.Lock()
+        self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call, for live stacks
+        self.parents_hooked = False  # ActorMethod._remote carries parents (see .parents)
+        self.stacks_server: threading.Thread | None = None  # see .stack_server
+        # One memray tracker per process; one cProfile profiler per thread (see .profilers).
+        self.memray_busy = False
+        self.cprofile_threads: set[int] = set()
+
+
+state = WorkerState()
+_registry.register(state.clear, state.clear)
