@@ -12,6 +12,8 @@ from raytrace_kit._driver import pinning
 from raytrace_kit._driver.proxy import Debuggable, make_remote
 from raytrace_kit._driver.stacks import stacks as actor_stacks
 from raytrace_kit._local import run as local_run
+from raytrace_kit._local.arguments import check_call
+from raytrace_kit._local.retry import Retry
 from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import CallSpec, Pin, qualified_name
 from raytrace_kit._worker.instrument import instrument_function
@@ -50,7 +52,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
         # Filled on first use: (spec, num_returns, generator) and the pinned call target.
         self._call_info: tuple[CallSpec, Any, bool] | None = None
         self._pinned_target: tuple[Any, Any, int | CallSpec] | None = None
-        self._local_retry: local_run.Retry | None = None
+        self._local_retry: Retry | None = None
 
     def remote(self, *args: _P.args, **kwargs: _P.kwargs) -> Any:
         """Submit the task; returns an ``ObjectRef``, a list of them, or a generator.
@@ -74,10 +76,10 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
     ) -> Any:
         spec, num_returns, generator = self._info()
         signature = self._signature()  # where Ray checks them:
-        local_run.check_call(signature, args, kwargs, self._shared.arity)
+        check_call(signature, args, kwargs, self._shared.arity)
         retry = self._local_retry
         if retry is None:
-            retry = self._local_retry = local_run.Retry(self._task_options())
+            retry = self._local_retry = Retry(self._task_options())
         return local_run.run(
             spec,
             self._python,

@@ -24,8 +24,8 @@ from raytrace_kit import _process, _ray_compat
 from raytrace_kit._driver import checks, pinning
 from raytrace_kit._driver.blocks import BLOCK
 from raytrace_kit._html import card, table
-from raytrace_kit._local import run as local_run
 from raytrace_kit._local import state as local_state
+from raytrace_kit._local.arguments import arity
 from raytrace_kit._local.hooks import activate as activate_local_mode
 from raytrace_kit._local.setting import LocalConfig, config_for
 from raytrace_kit._options import DebugOptions
@@ -329,7 +329,7 @@ class Debuggable:
         if shared.signature is None:
             # That of a class is its constructor's, without self.
             signature = inspect.signature(self._python)
-            shared.arity = local_run.arity(signature)
+            shared.arity = arity(signature)
             shared.signature = signature
         return shared.signature
 

@@ -16,8 +16,10 @@ from typing import Any
 from ray.exceptions import ActorDiedError, RayActorError
 
 from raytrace_kit import _process
-from raytrace_kit._local import actor_loop, refs, run
+from raytrace_kit._local import actor_loop, refs
 from raytrace_kit._local import state as local_state
+from raytrace_kit._local.arguments import arity
+from raytrace_kit._local.retry import Retry
 from raytrace_kit._options import CallSpec, DebugOptions, qualified_name
 from raytrace_kit._output.context import CURRENT_CALL
 
@@ -51,7 +53,7 @@ class LocalActor:
         self.specs: dict[str, CallSpec] = {}
         self.signatures: dict[str, inspect.Signature] = {}
         self.shapes: dict[str, tuple[int, int] | None] = {}
-        self.retries: dict[str, run.Retry] = {}
+        self.retries: dict[str, Retry] = {}
         # As Ray decides: an actor with any async method runs all its calls on its loop.
         self.loop: actor_loop.ActorLoop | None = (
             actor_loop.ActorLoop(f"local-actor-{cls.__name__}") if is_async(cls) else None
@@ -81,10 +83,10 @@ class LocalActor:
         return signature
 
     def arity(self, method: str) -> tuple[int, int] | None:
-        """The method's positional shape (see :func:`.run.arity`), computed once."""
+        """The method's positional shape (see :func:`.arity`), computed once."""
         shapes = self.shapes
         if method not in shapes:
-            shapes[method] = run.arity(self.signature(method))
+            shapes[method] = arity(self.signature(method))
         return shapes[method]
 
     def spec(self, method: str) -> CallSpec:
@@ -94,7 +96,7 @@ class LocalActor:
             spec = self.specs[method] = CallSpec(f"{self.prefix}.{method}", kind, self.options)
         return spec
 
-    def retry(self, method: str, call_options: dict[str, Any]) -> run.Retry:
+    def retry(self, method: str, call_options: dict[str, Any]) -> Retry:
         """Ray's retries of an actor method: ``max_task_retries`` with ``retry_exceptions``.
 
         The method's own options (``.options()``, then ``@ray.method``) come before the
@@ -112,7 +114,7 @@ class LocalActor:
             "retry_exceptions",
             getattr(member, "__ray_retry_exceptions__", self.ray_options.get("retry_exceptions")),
         )
-        made = run.Retry(
+        made = Retry(
             {
                 "max_retries": retries or 0,
                 "retry_exceptions": retry_on,

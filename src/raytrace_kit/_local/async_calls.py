@@ -12,7 +12,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import inspect
-import pdb
 from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any
@@ -22,24 +21,17 @@ from ray.exceptions import RayTaskError, TaskCancelledError
 
 from raytrace_kit._local import refs, setting
 from raytrace_kit._local.actor_loop import ActorLoop
-from raytrace_kit._local.copies import Frozen
+from raytrace_kit._local.arguments import RESOLVE_ONLY, Submitted, prepare
+from raytrace_kit._local.call import Attempts, failed, post_mortem
+from raytrace_kit._local.outcome import Outcome, failed_refs, package
 from raytrace_kit._local.refs import LocalRef
-from raytrace_kit._local.run import (
-    NO_RETRY,
-    RESOLVE_ONLY,
-    Outcome,
-    Retry,
-    copy_arguments,
-    failed_refs,
-    package,
-    prepare,
-)
+from raytrace_kit._local.retry import NO_RETRY, Retry
 from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import CallSpec
 from raytrace_kit._worker import boundary as boundary_runners
 from raytrace_kit._worker.boundary import Boundary
 
-__all__ = ["LoopGenerator", "Submitted", "execute_async_call", "run_async"]
+__all__ = ["LoopGenerator", "execute_async_call", "run_async"]
 
 
 async def _dependencies(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -62,27 +54,17 @@ async def execute_async_call(
     attempt: int = 0,
     retry: Retry | None = None,
 ) -> Outcome:
-    """Run one call of an async actor on its loop: awaited if a coroutine, else called."""
+    """Run one attempt on the actor's loop: awaited if a coroutine, else called (its runner)."""
     outcome = Outcome()
     setting.OVERRIDE.set(config)  # this task's own context
-    boundary = Boundary(
-        spec,
-        owner,
-        mode="local",
-        actor_id=actor_id,
-        attempt=attempt,
-        cpu=False,
-        arguments=(args, kwargs, fn),
-    )
+    boundary = Boundary(spec, fn, args, kwargs, owner, "local", actor_id, None, attempt, cpu=False)
     try:
         with boundary:
-            tracker = boundary.tracker
-            if tracker is not None:
+            if (tracker := boundary.tracker) is not None:
                 try:
-                    tracker.__enter__()
+                    tracker.__enter__()  # in this frame, as the boundary's runners do
                 except Exception as exc:
-                    boundary.not_tracked(exc)
-                    tracker = None
+                    tracker = boundary.not_tracked(exc)
             try:
                 result = fn(*args, **kwargs)
                 if inspect.isawaitable(result):
@@ -101,10 +83,7 @@ async def execute_async_call(
         task_id = None if call is None else call.task_id
         outcome.error = TaskCancelledError(None if task_id is None else TaskID.from_hex(task_id))
     except Exception as exc:
-        outcome.error = exc
-        retried = retry is not None and retry.again(exc, attempt)
-        if (config.post_mortem or spec.options.post_mortem) and not retried:
-            pdb.post_mortem(exc.__traceback__)
+        failed(outcome, exc, spec, config, retry, attempt)
     return outcome
 
 
@@ -121,7 +100,7 @@ async def run_async(
 ) -> Any:
     """One call of an async actor, as a task on its loop; what its refs resolve to."""
     retry = retry or NO_RETRY
-    attempt = 0
+    attempts = Attempts(retry)
     while True:
         args, kwargs = submitted.arguments()  # each attempt its own, as Ray's retries
         await _dependencies(args, kwargs)
@@ -137,43 +116,14 @@ async def run_async(
             config,
             owner=owner,
             actor_id=actor_id,
-            attempt=attempt,
+            attempt=attempts.number,
             retry=retry,
         )
-        if outcome.error is None or not retry.again(outcome.error, attempt):
+        if not attempts.again(outcome):
             break
-        attempt += 1
     if isinstance(outcome.error, RayTaskError):
         return failed_refs(outcome.error, num_returns, spec.function)
     return package(outcome, num_returns, config.copy, spec.function)
-
-
-class Submitted:
-    """A call's arguments as Ray holds them once ``.remote()`` returned: copied then.
-
-    An async actor's call starts later; a caller's mutation in between must not reach it,
-    and an argument Ray could not serialize must fail at ``.remote()``.
-
-    Raises:
-        TypeError: An argument cannot be serialized (from the constructor).
-    """
-
-    __slots__ = ("_frozen", "_plain")
-
-    def __init__(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], config: LocalConfig, function: str
-    ) -> None:
-        self._plain = (args, kwargs)
-        self._frozen: Frozen | None = None
-        if config.copy:
-            copy_arguments(args, kwargs, function)  # Ray's TypeError, now
-            self._frozen = Frozen((args, kwargs))
-
-    def arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """A fresh copy of the arguments (refs stay refs), or the objects with copy=False."""
-        if self._frozen is None:
-            return self._plain
-        return self._frozen.load()  # type: ignore[no-any-return]
 
 
 class LoopGenerator:
@@ -260,13 +210,11 @@ class LoopGenerator:
         setting.OVERRIDE.set(config)
         if inspect.isasyncgenfunction(fn):
             items: Any = boundary_runners.run_async_generator(
-                spec, fn, args, kwargs, owner, mode="local", actor_id=actor_id
+                spec, fn, args, kwargs, owner, "local", actor_id
             )
         else:
             items = _as_async(
-                boundary_runners.run_generator(
-                    spec, fn, args, kwargs, owner, mode="local", actor_id=actor_id
-                )
+                boundary_runners.run_generator(spec, fn, args, kwargs, owner, "local", actor_id)
             )
         try:
             while True:
@@ -276,8 +224,7 @@ class LoopGenerator:
                     reply.set_result(None)
                     return
                 except Exception as exc:
-                    if config.post_mortem or spec.options.post_mortem:
-                        pdb.post_mortem(exc.__traceback__)
+                    post_mortem(spec, config, exc)
                     reply.set_result(refs.error_ref(exc, function))
                     return
                 except (asyncio.CancelledError, SystemExit) as ended:

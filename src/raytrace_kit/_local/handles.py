@@ -15,7 +15,7 @@ from ray.exceptions import (
     TaskCancelledError,
 )
 
-from raytrace_kit._local import actor_loop, async_calls, refs, run, setting
+from raytrace_kit._local import actor_loop, arguments, async_calls, refs, run, setting
 from raytrace_kit._local import state as local_state
 from raytrace_kit._local.actor import INTENDED_EXIT, LocalActor, death, die, get_live
 from raytrace_kit._local.copies import keep_alive
@@ -106,7 +106,7 @@ class LocalActorMethod:
         if name == "__ray_terminate__":
             return self._terminate()
         if name != "__ray_ready__":
-            run.check_call(
+            arguments.check_call(
                 actor.signature(name), args, kwargs, actor.arity(name)
             )  # where Ray checks them
         current = setting.current()
@@ -179,7 +179,7 @@ class LocalActorMethod:
                     num_returns=num_returns,
                     instance=self._instance(),
                     actor_id=actor.actor_id,
-                    generator=run.is_generator(method),
+                    generator=arguments.is_generator(method),
                     retry=retry,
                 )
         except SystemExit:  # exit_actor() or sys.exit(): the actor ends, as in Ray
@@ -218,8 +218,8 @@ class LocalActorMethod:
         actor = self._actor
         spec = actor.spec(self._name)
         instance = self._instance()
-        submitted = async_calls.Submitted(args, kwargs, config, spec.function)  # copied now
-        if run.is_generator(method) and num_returns in (None, "streaming"):
+        submitted = arguments.Submitted(args, kwargs, config, spec.function)  # copied now
+        if arguments.is_generator(method) and num_returns in (None, "streaming"):
 
             def on_exit(ended: BaseException | None) -> LocalRef:
                 if isinstance(ended, SystemExit):
@@ -328,7 +328,7 @@ def create_actor(
         ActorAlreadyExistsError: The name is taken and ``get_if_exists`` was not given, as
             in Ray (a ``ValueError``).
     """
-    run.check_call(inspect.signature(cls), args, kwargs)  # where Ray checks them
+    arguments.check_call(inspect.signature(cls), args, kwargs)  # where Ray checks them
     name: str | None = ray_options.get("name")
     key = (str(name), ray_options.get("namespace"))
     state = local_state.state
@@ -355,7 +355,9 @@ def create_actor(
 
     spec = actor.spec("__init__")
     try:
-        prepared_args, prepared_kwargs = run.prepare_arguments(args, kwargs, config, spec.function)
+        prepared_args, prepared_kwargs = arguments.prepare_arguments(
+            args, kwargs, config, spec.function
+        )
     except RayTaskError as failed_dependency:
         actor.dead = ActorDiedError(failed_dependency)
         return LocalActorHandle(actor)

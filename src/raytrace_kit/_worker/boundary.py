@@ -12,7 +12,7 @@ import contextlib
 import functools
 import inspect
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, TypeVar
 
 from raytrace_kit import _process, _registry
@@ -111,22 +111,22 @@ class Boundary:
 
     profile: profilers.CallProfile | None
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 -- positional: one line at each of its six call sites
         self,
         spec: CallSpec,
-        owner: int | None,
-        *,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        owner: int | None = None,
         mode: str = "ray",
         actor_id: str | None = None,
-        attempt: int = 0,
-        cpu: bool = True,
         parent: str | None = None,
-        arguments: tuple[tuple[Any, ...], dict[str, Any], Callable[..., Any]] | None = None,
+        attempt: int = 0,
+        *,
+        cpu: bool = True,
     ) -> None:
         self.parent = parent
-        self.arguments = None
-        if arguments is not None and spec.options.log_args:
-            self.arguments = _shown(arguments, owner)
+        self.arguments = _shown(args, kwargs, fn, owner) if spec.options.log_args else None
         self.spec = spec
         self.owner = owner
         self.mode = mode
@@ -140,7 +140,13 @@ class Boundary:
         )
 
     def __enter__(self) -> None:
-        """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code."""
+        """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code.
+
+        Each runner enters the tracker itself, with ``tracker.__enter__()`` in the frame that
+        calls the user's function (a C call, no Python frame between): memray records no
+        frame that was on the stack when tracking started and has returned since, so a
+        tracker entered in a helper would record empty stacks.
+        """
         self.tracker = self._begin()
 
     def _begin(self) -> Any:
@@ -168,11 +174,22 @@ class Boundary:
             return None if self.profile is None else self.profile.tracker
         return None
 
-    def not_tracked(self, exc: BaseException) -> None:
-        """Memray's tracker could not start: the call runs unprofiled, and says why."""
+    def not_tracked(self, exc: BaseException) -> Any:
+        """Memray's tracker could not start: the call runs unprofiled, and says why.
+
+        Returns:
+            ``None``, the tracker the runner then has.
+        """
         profile, self.profile = self.profile, None
         if profile is not None:
             profile.abandon(exc)
+        return None
+
+    def returned(self, result: _T) -> _T:
+        """The call's result, checked first when ``check="always"`` asks for it."""
+        if self.spec.options.check == "always":
+            check_return(self.spec, result)
+        return result
 
     def untrack(self, tracker: Any) -> None:
         """Stop the memray tracker entered around the user's code; never raises."""
@@ -201,79 +218,60 @@ class Boundary:
         _end(self.spec, self.call, exc, tail, cpu)
 
 
-def run(
+# The runners: one per kind of call, each only what its kind needs. ``tracker.__enter__()``
+# stands in each, in the frame that calls the user's function: see Boundary.__enter__.
+
+
+def run(  # noqa: PLR0917 -- the boundary's own parameters, passed through
     spec: CallSpec,
     fn: Callable[..., _T],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
-    *,
     mode: str = "ray",
     actor_id: str | None = None,
     parent: str | None = None,
+    attempt: int = 0,
 ) -> _T:
     """Run ``fn(*args, **kwargs)`` as one instrumented call.
 
     ``mode`` is ``ray`` in a Ray worker (ids come from Ray) or ``local`` in local mode
     (no Ray task; ``actor_id`` is the local actor's id, if any).
     """
-    boundary = Boundary(
-        spec,
-        owner,
-        mode=mode,
-        actor_id=actor_id,
-        parent=parent,
-        arguments=(args, kwargs, fn),
-    )
+    boundary = Boundary(spec, fn, args, kwargs, owner, mode, actor_id, parent, attempt)
     with boundary:
-        tracker = boundary.tracker
-        if tracker is not None:
-            # memray's tracker is entered here, in the frame that calls fn, by a C call with
-            # no Python frame between (see profilers.Running); a failure ends the capture.
+        if (tracker := boundary.tracker) is not None:
             try:
                 tracker.__enter__()
             except Exception as exc:
-                boundary.not_tracked(exc)
-                tracker = None
+                tracker = boundary.not_tracked(exc)  # None: the call runs unprofiled
         try:
             result = fn(*args, **kwargs)
         finally:
             if tracker is not None:
                 boundary.untrack(tracker)
-        if spec.options.check == "always":
-            check_return(spec, result)
-        return result
+        return boundary.returned(result)
 
 
-def run_generator(
+def run_generator(  # noqa: PLR0917 -- as run()
     spec: CallSpec,
     fn: Callable[..., Generator[Any, Any, Any]],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
-    *,
     mode: str = "ray",
     actor_id: str | None = None,
     parent: str | None = None,
+    attempt: int = 0,
 ) -> Generator[Any, Any, Any]:
     """Run a generator function as one call that ends when the generator is exhausted."""
-    boundary = Boundary(
-        spec,
-        owner,
-        mode=mode,
-        actor_id=actor_id,
-        cpu=False,
-        parent=parent,
-        arguments=(args, kwargs, fn),
-    )
+    boundary = Boundary(spec, fn, args, kwargs, owner, mode, actor_id, parent, attempt, cpu=False)
     with boundary:
-        tracker = boundary.tracker
-        if tracker is not None:
+        if (tracker := boundary.tracker) is not None:
             try:
-                tracker.__enter__()  # in this frame, as in run()
+                tracker.__enter__()
             except Exception as exc:
-                boundary.not_tracked(exc)
-                tracker = None
+                tracker = boundary.not_tracked(exc)  # None: the call runs unprofiled
         try:
             return (yield from fn(*args, **kwargs))
         finally:
@@ -281,74 +279,52 @@ def run_generator(
                 boundary.untrack(tracker)
 
 
-async def run_async(
+async def run_async(  # noqa: PLR0917 -- as run()
     spec: CallSpec,
-    fn: Callable[..., Coroutine[Any, Any, _T]],
+    fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
-    *,
     mode: str = "ray",
     actor_id: str | None = None,
     parent: str | None = None,
-) -> _T:
+    attempt: int = 0,
+) -> Any:
     """Run a coroutine function as one call (each asyncio task has its own context)."""
-    boundary = Boundary(
-        spec,
-        owner,
-        mode=mode,
-        actor_id=actor_id,
-        cpu=False,
-        parent=parent,
-        arguments=(args, kwargs, fn),
-    )
+    boundary = Boundary(spec, fn, args, kwargs, owner, mode, actor_id, parent, attempt, cpu=False)
     with boundary:
-        tracker = boundary.tracker
-        if tracker is not None:
+        if (tracker := boundary.tracker) is not None:
             try:
-                tracker.__enter__()  # in this frame, as in run()
+                tracker.__enter__()
             except Exception as exc:
-                boundary.not_tracked(exc)
-                tracker = None
+                tracker = boundary.not_tracked(exc)  # None: the call runs unprofiled
         try:
             result = await fn(*args, **kwargs)
         finally:
             if tracker is not None:
                 boundary.untrack(tracker)
-        if spec.options.check == "always":
-            check_return(spec, result)
-        return result
+        return boundary.returned(result)
 
 
-async def run_async_generator(
+async def run_async_generator(  # noqa: PLR0917 -- as run()
     spec: CallSpec,
     fn: Callable[..., AsyncIterator[Any]],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     owner: int | None = None,
-    *,
     mode: str = "ray",
     actor_id: str | None = None,
     parent: str | None = None,
+    attempt: int = 0,
 ) -> AsyncIterator[Any]:
     """Run an async generator function as one call."""
-    boundary = Boundary(
-        spec,
-        owner,
-        mode=mode,
-        actor_id=actor_id,
-        cpu=False,
-        parent=parent,
-        arguments=(args, kwargs, fn),
-    )
+    boundary = Boundary(spec, fn, args, kwargs, owner, mode, actor_id, parent, attempt, cpu=False)
     with boundary:
-        tracker = boundary.tracker
-        if tracker is not None:
+        if (tracker := boundary.tracker) is not None:
             try:
-                tracker.__enter__()  # in this frame, as in run()
+                tracker.__enter__()
             except Exception as exc:
-                boundary.not_tracked(exc)
-                tracker = None
+                tracker = boundary.not_tracked(exc)  # None: the call runs unprofiled
         try:
             async for item in fn(*args, **kwargs):
                 yield item
@@ -358,10 +334,9 @@ async def run_async_generator(
 
 
 def _shown(
-    arguments: tuple[tuple[Any, ...], dict[str, Any], Callable[..., Any]], owner: int | None
+    args: tuple[Any, ...], kwargs: dict[str, Any], fn: Callable[..., Any], owner: int | None
 ) -> tuple[tuple[Any, ...], dict[str, Any], tuple[str, ...]]:
     """What ``log_args`` shows: the arguments, their parameter names, no ``self``/``cls``."""
-    args, kwargs, fn = arguments
     names = _positional_names(fn)
     skip = 1 if names and (owner is not None or names[0] in {"self", "cls"}) and args else 0
     return args[skip:], kwargs, names[skip:]
