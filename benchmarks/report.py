@@ -50,7 +50,7 @@ def write_session(directory: Path, calls: int) -> None:
     """``calls`` calls in :data:`PROCESSES` worker files, through the kit's writer."""
     os.environ["RAYTRACE_ROTATION_MAX_BYTES"] = str(32 * MIB)
     os.environ["RAYTRACE_ROTATION_BACKUP_COUNT"] = "100"
-    from raytrace_kit._output import schema  # noqa: PLC0415 -- after the rotation settings
+    from raytrace_kit._output import encode  # noqa: PLC0415 -- after the rotation settings
     from raytrace_kit._output.writer import EventWriter  # noqa: PLC0415
     from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
 
@@ -63,7 +63,7 @@ def write_session(directory: Path, calls: int) -> None:
         EventWriter(directory / f"events-{node[:12]}-{2000 + i}.jsonl") for i in range(PROCESSES)
     ]
     fragments = {
-        name: schema.members({"function": name, "kind": kind})
+        name: encode.members({"function": name, "kind": kind})
         for name, kind in [
             *((f"pipeline.stage{i}", "task") for i in range(20)),
             ("pipeline.Store.put", "actor_method"),
@@ -82,7 +82,7 @@ def write_session(directory: Path, calls: int) -> None:
         rss_start = rss[p]
         if p == 5 and n < calls // 4:
             rss[p] += 256 * 1024
-        members = schema.call_members(
+        members = encode.call_members(
             call_id=f"{2000 + p:06x}{n:010x}",
             spec_fragment=fragments[name],
             mode="ray",
@@ -93,14 +93,14 @@ def write_session(directory: Path, calls: int) -> None:
             task_name=name.rsplit(".", 1)[-1],
             parent=parent,
         )
-        start = schema.memory_members((rss_start, rss_start // 2, rss_start))
-        writers[p].write(schema.call_line("call.start", "info", members, start))
+        start = encode.memory_members((rss_start, rss_start // 2, rss_start))
+        writers[p].write(encode.call_line("call.start", "info", members, start))
         if n % 100_003 == 0:
             continue  # the process died during this call: no call.end
         error = ValueError(f"bad input {n}") if n % 50 == 0 else None
         figures = (rss[p], rss[p] // 2, rss[p])
-        tail = schema.end_members(0.0123, error, 0.01, rss_start=rss_start, figures=figures)
-        writers[p].write(schema.call_line("call.end", "error" if error else "info", members, tail))
+        tail = encode.end_members(0.0123, error, 0.01, rss_start=rss_start, figures=figures)
+        writers[p].write(encode.call_line("call.end", "error" if error else "info", members, tail))
     for writer in writers:
         writer.close()
 

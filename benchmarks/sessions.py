@@ -81,11 +81,11 @@ print(seconds, peak, n)
 
 def write_session(directory: Path, calls: int, files: int = 8, pid0: int = 1000) -> None:
     """``calls`` calls in ``files`` process files, rendered by the kit's own schema."""
-    from raytrace_kit._output import schema  # noqa: PLC0415 -- only when writing
+    from raytrace_kit._output import encode  # noqa: PLC0415 -- only when writing
     from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
 
     fragments = [
-        schema.members({"function": f"pipeline.stage{i}", "kind": "task"}) for i in range(20)
+        encode.members({"function": f"pipeline.stage{i}", "kind": "task"}) for i in range(20)
     ]
     handles = [(directory / f"events-{'ab' * 6}-{pid0 + i}.jsonl").open("w") for i in range(files)]
     identities = [
@@ -94,7 +94,7 @@ def write_session(directory: Path, calls: int, files: int = 8, pid0: int = 1000)
     ]
     for n in range(calls):
         f = n % files
-        members = schema.call_members(
+        members = encode.call_members(
             call_id=f"{pid0:06x}{n:010x}",
             spec_fragment=fragments[n % 20],
             mode="ray",
@@ -106,11 +106,11 @@ def write_session(directory: Path, calls: int, files: int = 8, pid0: int = 1000)
         )
         error = ValueError("bad input") if n % 50 == 0 else None
         handles[f].write(
-            schema.call_line("call.start", "info", members, schema.memory_members()).decode()
+            encode.call_line("call.start", "info", members, encode.memory_members()).decode()
         )
-        tail = schema.end_members(0.0123, error, 0.01)
+        tail = encode.end_members(0.0123, error, 0.01)
         handles[f].write(
-            schema.call_line("call.end", "error" if error else "info", members, tail).decode()
+            encode.call_line("call.end", "error" if error else "info", members, tail).decode()
         )
     for handle in handles:
         handle.close()

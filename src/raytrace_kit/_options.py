@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from raytrace_kit._output import schema
+from raytrace_kit._output import encode
 from raytrace_kit.exceptions import InvalidOptionError
 
 __all__ = [
@@ -306,4 +306,4 @@ class CallSpec:
     def __post_init__(self) -> None:
         fields = {"function": self.function, "kind": self.kind}
         object.__setattr__(self, "fields", fields)
-        object.__setattr__(self, "fragment", schema.members(fields))
+        object.__setattr__(self, "fragment", encode.members(fields))

@@ -9,7 +9,7 @@ import pytest
 
 import raytrace_kit
 from raytrace_kit import get_logger
-from raytrace_kit._output.schema import VALUE_CHARS
+from raytrace_kit._output.encode import VALUE_CHARS
 
 
 class Unprintable:

@@ -7,10 +7,12 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raytrace_kit._output import schema
+from raytrace_kit._output import encode
+from raytrace_kit._output.schema import Call, CallStart
 from raytrace_kit._process import ProcessIdentity
 
 IDENTITY = ProcessIdentity("01000000", "ab" * 28, "cd" * 28, 4242, is_worker=True)
@@ -28,7 +30,7 @@ class TestCallLines:
     def _members(self, **changes: Any) -> str:
         fields: dict[str, Any] = {
             "call_id": "0123456789abcdef",
-            "spec_fragment": schema.members({"function": "m.f", "kind": "task"}),
+            "spec_fragment": encode.members({"function": "m.f", "kind": "task"}),
             "mode": "ray",
             "task_id": "ff" * 12,
             "actor_id": None,
@@ -36,11 +38,11 @@ class TestCallLines:
             "attempt": 0,
         }
         fields.update(changes)
-        return schema.call_members(**fields)
+        return encode.call_members(**fields)
 
     def test_start_line_fields_in_order(self) -> None:
         """The documented fields, timestamp/level/event first, ids as JSON."""
-        event = json.loads(schema.call_line("call.start", "info", self._members()))
+        event = json.loads(encode.call_line("call.start", "info", self._members()))
         assert list(event) == [
             "timestamp",
             "level",
@@ -63,27 +65,27 @@ class TestCallLines:
         ]
         assert event["actor_id"] is None
         assert event["pid"] == 4242
-        assert event["schema"] == schema.SCHEMA == 2
+        assert event["schema"] == encode.SCHEMA == 2
         assert event["parent_call_id"] is None
 
     def test_parent_is_split_into_call_and_task(self) -> None:
         """A parent token names the submitting call and its task."""
-        line = schema.call_line("call.start", "info", self._members(parent="ab12/cd34"))
+        line = encode.call_line("call.start", "info", self._members(parent="ab12/cd34"))
         event = json.loads(line)
         assert (event["parent_call_id"], event["parent_task_id"]) == ("ab12", "cd34")
 
     def test_task_name_is_encoded(self) -> None:
         """A task name is the user's text: quotes and newlines stay valid JSON."""
-        line = schema.call_line("call.start", "info", self._members(task_name='a "b"\nc'))
+        line = encode.call_line("call.start", "info", self._members(task_name='a "b"\nc'))
         assert json.loads(line)["task_name"] == 'a "b"\nc'
 
     def test_end_members_for_an_error(self) -> None:
         """A failed call carries status, the error type and a capped message."""
-        tail = schema.end_members(0.25, KeyError("x" * 5000))
-        event = json.loads(schema.call_line("call.end", "error", self._members(), tail))
+        tail = encode.end_members(0.25, KeyError("x" * 5000))
+        event = json.loads(encode.call_line("call.end", "error", self._members(), tail))
         assert event["status"] == "error"
         assert event["error_type"] == "KeyError"
-        assert len(event["error"]) == schema.ERROR_CHARS
+        assert len(event["error"]) == encode.ERROR_CHARS
         assert event["duration_s"] == 0.25
         assert event["rss_bytes"] > 0
         assert event["max_rss_bytes"] >= event["rss_bytes"]
@@ -101,7 +103,7 @@ class TestCallLines:
             except KeyError as cause:
                 raise ValueError("outer") from cause
         except ValueError as error:
-            text = schema.user_traceback(error)
+            text = encode.user_traceback(error)
         assert "in inner" in text
         assert 'raise KeyError("inner")' in text
         assert "The above exception was the direct cause" in text
@@ -117,8 +119,8 @@ class TestCallLines:
         try:
             fail()
         except RuntimeError as error:
-            text = schema.user_traceback(error)
-        assert len(text) <= schema.TRACEBACK_CHARS + 64
+            text = encode.user_traceback(error)
+        assert len(text) <= encode.TRACEBACK_CHARS + 64
         assert "<cut:" in text
         assert text.startswith("Traceback (most recent call last):\n")
         assert "in fail" in text
@@ -126,7 +128,7 @@ class TestCallLines:
 
     def test_profile_members(self) -> None:
         """A profiled call names its file, block and scope."""
-        tail = schema.profile_members("/data/a b.bin", "blk", "actor")
+        tail = encode.profile_members("/data/a b.bin", "blk", "actor")
         assert json.loads("{" + tail[1:] + "}") == {
             "profile_path": "/data/a b.bin",
             "profile_block": "blk",
@@ -137,24 +139,24 @@ class TestCallLines:
 @given(st.dictionaries(st.text(), json_values, max_size=6))
 def test_event_line_round_trips(fields: dict[str, Any]) -> None:
     """Any fields render as one line of JSON that parses back; first keys come first."""
-    line = schema.event_line({"event": "e", "level": "info", "timestamp": "t", **fields})
+    line = encode.event_line({"event": "e", "level": "info", "timestamp": "t", **fields})
     assert line.endswith(b"\n")
     assert line.count(b"\n") == 1
     parsed = json.loads(line)
     assert list(parsed)[:4] == ["timestamp", "level", "event", "schema"]
-    assert parsed["schema"] == schema.SCHEMA
+    assert parsed["schema"] == encode.SCHEMA
 
 
 def test_event_line_never_fails_on_odd_values() -> None:
     """Values JSON cannot hold are written as their repr."""
-    parsed = json.loads(schema.event_line({"event": "e", "value": {1, 2}, "obj": object}))
+    parsed = json.loads(encode.event_line({"event": "e", "value": {1, 2}, "obj": object}))
     assert parsed["value"] == "{1, 2}"
     assert parsed["obj"] == "<class 'object'>"
 
 
 def test_now_matches_isoformat() -> None:
     """The cached clock gives datetime's own ISO format, fixed width, in UTC."""
-    text = schema.now()
+    text = encode.now()
     parsed = datetime.fromisoformat(text)
     assert parsed.tzinfo == timezone.utc
     assert abs((datetime.now(timezone.utc) - parsed).total_seconds()) < 5
@@ -166,7 +168,7 @@ class TestArguments:
 
     def test_reprs_and_redaction(self) -> None:
         """Secret-looking keywords and dict keys are redacted; other values shown."""
-        tail = schema.args_members(
+        tail = encode.args_members(
             (42, {"user": "ann", "api_key": "sk-live-123", "nested": {"password": "p"}}),
             {"token": "t-999", "limit": 5},
         )
@@ -175,8 +177,8 @@ class TestArguments:
         assert "'user': 'ann'" in fields["args"][1]
         for secret in ("sk-live-123", "t-999", "'p'"):
             assert secret not in tail
-        assert fields["args"][1].count(schema.REDACTED) == 2
-        assert fields["kwargs"] == {"token": schema.REDACTED, "limit": "5"}
+        assert fields["args"][1].count(encode.REDACTED) == 2
+        assert fields["kwargs"] == {"token": encode.REDACTED, "limit": "5"}
 
     def test_long_and_broken_values(self) -> None:
         """A long repr is cut to the cap; a repr that raises is named by its type."""
@@ -185,8 +187,8 @@ class TestArguments:
             def __repr__(self) -> str:
                 raise RuntimeError("no")
 
-        fields = json.loads("{" + schema.args_members(("x" * 5000, Broken()), {})[1:] + "}")
-        assert len(fields["args"][0]) <= schema.ARG_CHARS
+        fields = json.loads("{" + encode.args_members(("x" * 5000, Broken()), {})[1:] + "}")
+        assert len(fields["args"][0]) <= encode.ARG_CHARS
         assert "..." in fields["args"][0]
         assert fields["args"][1] == "<Broken whose __repr__ raised RuntimeError>"
 
@@ -196,9 +198,9 @@ class TestRedaction:
 
     def test_names(self) -> None:
         for secret in ("password", "db_pwd", "apiKey", "API_KEY", "jwt", "key", b"password"):
-            assert schema.is_secret_key(secret), secret
+            assert encode.is_secret_key(secret), secret
         for plain in ("author", "passenger", "bypass", "monkey", "user", 3):
-            assert not schema.is_secret_key(plain), plain
+            assert not encode.is_secret_key(plain), plain
 
     def test_positional_nested_dataclass_and_urls(self) -> None:
         @dataclasses.dataclass
@@ -206,7 +208,7 @@ class TestRedaction:
             user: str
             password: str
 
-        tail = schema.args_members(
+        tail = encode.args_members(
             ("s3cr3t-by-position", [{"token": "t0k"}], Config("ann", "pw-value"),
              "postgres://ann:hunter2@db:5432/x"),
             {},
@@ -215,19 +217,19 @@ class TestRedaction:
         fields = json.loads("{" + tail[1:] + "}")
         for secret in ("s3cr3t-by-position", "t0k", "pw-value", "hunter2"):
             assert secret not in tail, secret
-        assert fields["args"][0] == schema.REDACTED
+        assert fields["args"][0] == encode.REDACTED
         assert fields["args"][2] == "Config(user='ann', password=<redacted>)"
         assert fields["args"][3] == "'postgres://ann:<redacted>@db:5432/x'"
 
     def test_bounded_work_on_huge_values(self) -> None:
         """A huge list is not rendered whole (reprlib's limits), and is cut to the cap."""
-        tail = schema.args_members((list(range(2_000_000)),), {})
-        assert len(json.loads("{" + tail[1:] + "}")["args"][0]) <= schema.ARG_CHARS
+        tail = encode.args_members((list(range(2_000_000)),), {})
+        assert len(json.loads("{" + tail[1:] + "}")["args"][0]) <= encode.ARG_CHARS
 
 
 def test_clean_text_drops_kit_frames_and_colours() -> None:
     """A child's traceback text (Ray's, coloured) loses the kit's frames, keeps the user's."""
-    kit = schema.KIT_DIR
+    kit = encode.KIT_DIR
     text = (
         "\x1b[36mray::child()\x1b[39m (pid=1, ip=1.2.3.4)\n"
         f'  File "{kit}/_worker/instrument.py", line 42, in task\n'
@@ -237,10 +239,61 @@ def test_clean_text_drops_kit_frames_and_colours() -> None:
         "    raise KeyError(x)\n"
         "KeyError: 1\n"
     )
-    cleaned = schema.clean_text(text)
+    cleaned = encode.clean_text(text)
     assert cleaned == (
         "ray::child() (pid=1, ip=1.2.3.4)\n"
         '  File "/app/job.py", line 7, in child\n'
         "    raise KeyError(x)\n"
         "KeyError: 1\n"
     )
+
+
+class TestReadersShareTheSchema:
+    """The records readers decode into (_output/schema.py) name what the writer renders."""
+
+    # Written for people and for the events listing, not kept per call by the readers.
+    NOT_READ: frozenset[str] = frozenset(
+        {"level", "event", "schema", "profile_block", "profile_scope"}
+    )
+
+    def _lines(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        members = encode.call_members(
+            call_id="0123456789abcdef",
+            spec_fragment=encode.members({"function": "m.f", "kind": "task"}),
+            mode="ray",
+            task_id="ff" * 12,
+            actor_id="ee" * 16,
+            identity=IDENTITY,
+            attempt=1,
+            task_name="m.f",
+            parent="aa" * 8 + ":" + "bb" * 24,
+        )
+        try:
+            raise ValueError("bad input")  # noqa: TRY301
+        except ValueError as error:
+            end_tail = encode.end_members(
+                0.5, error, 0.1, rss_start=10, figures=(20, 15, 30), process_cpu_s=0.2
+            ) + encode.profile_members("profiles/p.bin", "block", "call")
+        start = encode.call_line("call.start", "info", members, encode.memory_members((20, 15, 30)))
+        end = encode.call_line("call.end", "error", members, end_tail)
+        return json.loads(start), json.loads(end)
+
+    def test_every_field_written_is_a_field_read(self) -> None:
+        """A field the writer adds or renames without the readers fails here."""
+        read = {field.encode_name for field in msgspec.structs.fields(Call)}
+        for event in self._lines():
+            assert set(event) - self.NOT_READ <= read, set(event) - self.NOT_READ - read
+
+    def test_an_end_line_decodes_to_the_call_users_see(self) -> None:
+        """call.end decodes into Call with its values, not its defaults."""
+        _, end = self._lines()
+        call = msgspec.json.decode(json.dumps(end), type=Call)
+        assert (call.function, call.status, call.error_type) == ("m.f", "error", "ValueError")
+        assert (call.rss_start_bytes, call.rss_end_bytes, call.rss_growth_bytes) == (10, 20, 10)
+        assert (call.task_id, call.attempt, call.parent_call_id) == (
+            "ff" * 12,
+            1,
+            end["parent_call_id"],
+        )
+        start = msgspec.json.decode(json.dumps(self._lines()[0]), type=CallStart)
+        assert (start.call_id, start.rss_bytes) == ("0123456789abcdef", 20)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import raytrace_kit
-from raytrace_kit._output import schema
+from raytrace_kit._output import encode
 from raytrace_kit._output.writer import EventWriter
 from raytrace_kit._process import ProcessIdentity
 
@@ -17,9 +17,9 @@ def _write(directory: Path, pid: int, calls: list[tuple[str, str, str | None, fl
     identity = ProcessIdentity("01000000", NODE, f"{pid:02d}" * 28, pid, is_worker=True)
     writer = EventWriter(directory / f"events-{NODE[:12]}-{pid}.jsonl")
     for call_id, function, parent, seconds in calls:
-        members = schema.call_members(
+        members = encode.call_members(
             call_id=call_id,
-            spec_fragment=schema.members({"function": function, "kind": "task"}),
+            spec_fragment=encode.members({"function": function, "kind": "task"}),
             mode="ray",
             task_id=call_id + "ff" * 16,
             actor_id=None,
@@ -29,10 +29,10 @@ def _write(directory: Path, pid: int, calls: list[tuple[str, str, str | None, fl
         )
         figures = (100 * 2**20, 50 * 2**20, 100 * 2**20)
         writer.write(
-            schema.call_line("call.start", "info", members, schema.memory_members(figures))
+            encode.call_line("call.start", "info", members, encode.memory_members(figures))
         )
-        tail = schema.end_members(seconds, None, None, rss_start=figures[0], figures=figures)
-        writer.write(schema.call_line("call.end", "info", members, tail))
+        tail = encode.end_members(seconds, None, None, rss_start=figures[0], figures=figures)
+        writer.write(encode.call_line("call.end", "info", members, tail))
     writer.close()
 
 

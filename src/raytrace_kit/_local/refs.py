@@ -26,7 +26,7 @@ from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from raytrace_kit._local import state as local_state
 from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
-from raytrace_kit._output.schema import KIT_DIR
+from raytrace_kit._output.encode import KIT_DIR
 from raytrace_kit._ray_compat import RAY_OWN
 
 __all__ = [

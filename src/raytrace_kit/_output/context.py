@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from raytrace_kit import _process, _registry
-from raytrace_kit._output import schema
+from raytrace_kit._output import encode
 
 __all__ = ["CURRENT_CALL", "PARENT_KWARG", "ActiveCall", "parent_token"]
 
@@ -86,7 +86,7 @@ class ActiveCall:
             self.task_id = _process.local_task_id(self.actor_id, identity.job_id)
             self.attempt = self.local_attempt
             self.task_name = _local_task_name(self.spec_fields.get("function"), self.actor_id)
-        self.fragment = schema.call_members(
+        self.fragment = encode.call_members(
             call_id=self.call_id,
             spec_fragment=self.spec_fragment,
             mode=self.mode,

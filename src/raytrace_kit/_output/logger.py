@@ -13,7 +13,7 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from raytrace_kit import _process, _registry
-from raytrace_kit._output import lines, schema, writer
+from raytrace_kit._output import encode, lines, writer
 from raytrace_kit._output import state as output_state
 from raytrace_kit._output.context import CURRENT_CALL
 
@@ -56,7 +56,7 @@ def _add_level(
 def _add_timestamp(
     _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    event_dict["timestamp"] = schema.now()
+    event_dict["timestamp"] = encode.now()
     return event_dict
 
 
@@ -94,7 +94,7 @@ def echo(on: bool = True) -> None:
 def _to_json_line(
     _logger: WrappedLogger, _method: str, event_dict: MutableMapping[str, Any]
 ) -> bytes:
-    return schema.event_line(event_dict)
+    return encode.event_line(event_dict)
 
 
 @_registry.cleared_on_reset

@@ -1,361 +1,75 @@
-"""The event schema: every field of every event the kit writes is rendered here, and only here.
+"""The event schema as readers see it: each event's fields, typed, in one place.
 
-One event is one JSON object on one line. Every event starts with ``timestamp`` (ISO 8601,
-UTC, microseconds, fixed width so that timestamps sort as strings), ``level`` and
-``event``. The events and their own fields (docs/events.md says what each means):
-
-- ``call.start``: :func:`call_members` (``call_id``, ``function``, ``kind``, ``mode``,
-  ``task_id``, ``actor_id``, ``job_id``, ``node_id``, ``worker_id``, ``pid``, ``attempt``).
-- ``call.end``: the same, then :func:`end_members` (``duration_s``, ``status``,
-  ``error_type`` and ``error`` on failure, ``rss_bytes``, ``rss_minus_shr_bytes``,
-  ``max_rss_bytes``), then :func:`profile_members` for profiled calls (``profile_path``,
-  ``profile_block``, ``profile_scope``).
-- ``serialization.fail``: :func:`serialization_fields` (``function``, ``target``,
-  ``context``, ``failures``: name, path, scope, type of each; never values).
-- ``profile.skipped``: ``function``, ``profiler``, ``reason``.
-- ``debugger.listening`` / ``debugger.attached`` / ``debugger.unavailable``:
-  ``debugger``, ``host``, ``port`` (and ``reason``).
-- ``instrumentation.error`` (to stderr, see :func:`failure_record`): ``what``,
-  ``error_type``, ``error``, ``pid``.
-- the user's ``get_logger()`` events: the fields of the running call (or of this
-  process outside calls), then whatever the user bound or passed.
-
-The call events are the hot path: their members are rendered from f-strings, with the
-parts fixed for a callable or a process rendered once. Other events go through
-:func:`event_line`, a JSON encoder that never fails (unknown values are ``repr``'d).
+The writer renders events with f-string fragments for speed (:mod:`.encode`); readers
+decode them straight into these records with msgspec. ``tests/unit/test_schema.py``
+encodes each event through the writer's own functions and decodes it here, so a field
+renamed or added on one side and not the other fails there. Imported by readers only
+(never in workers): msgspec loads with it.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import time
-import traceback
-from collections.abc import Mapping
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+import msgspec
 
-from raytrace_kit import _process
-from raytrace_kit._output import state as output_state
-
-if TYPE_CHECKING:
-    from raytrace_kit._process import ProcessIdentity
-
-from raytrace_kit._output.redact import ARG_CHARS, REDACTED, is_secret_key, shown_arguments
-
-__all__ = [
-    "ARG_CHARS",
-    "FIRST_KEYS",
-    "KIT_DIR",
-    "REDACTED",
-    "SCHEMA",
-    "TRACEBACK_CHARS",
-    "args_members",
-    "call_line",
-    "call_members",
-    "clean_text",
-    "end_members",
-    "event_line",
-    "failure_record",
-    "is_secret_key",
-    "members",
-    "memory_members",
-    "now",
-    "profile_members",
-    "safe_str",
-    "serialization_fields",
-    "user_traceback",
-]
-
-SCHEMA = 2  # the schema version every event carries (a missing one means version 1)
-FIRST_KEYS = ("timestamp", "level", "event", "schema")
-# A failed call's traceback is capped at this many characters: its first frames and, above
-# all, its last ones (the failing frame and the error) are kept; docs/events.md says so.
-TRACEBACK_CHARS = 8192
-KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ERROR_CHARS = 2000  # enough for any useful message; bounds one runaway str(exc)
-# Each value of an event is capped at this many characters of JSON (documented in
-# docs/logging.md): one 5 MB value must not make one 5 MB line. A cut value keeps its first
-# 4032 characters and says how many more there were.
-VALUE_CHARS = 4096
-
-# One encoder for the process: json.dumps() with options builds a new one per call.
-_ENCODER = json.JSONEncoder(default=repr, ensure_ascii=False, separators=(",", ":"))
+__all__ = ["Call", "CallStart", "Named"]
 
 
-def now() -> str:
-    """ISO 8601 UTC with microseconds, fixed width, so timestamps sort as strings.
+class Call(msgspec.Struct, gc=False):
+    """One execution of an instrumented function or method: its start and end, joined.
 
-    Equal to ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``; the
-    date-time part is formatted once per second (this runs twice per call).
+    ``status`` is ``"ok"``, ``"error"``, or ``"interrupted"`` (a ``call.start`` with no
+    ``call.end``: the process died during the call). ``started``/``ended`` are ISO 8601
+    timestamps. Memory figures are the process's at the start and at the end (``None``
+    where unknown, and at the start for events of schema 1, which had none);
+    :attr:`rss_growth_bytes` is what the process grew by during the call.
     """
-    state = output_state.state
-    current = time.time()
-    second = int(current)
-    clock = state.clock
-    if clock[0] != second:
-        text = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-        clock = state.clock = (second, text)
-    return f"{clock[1]}.{int((current - second) * 1e6):06d}+00:00"
+
+    call_id: str = ""
+    function: str = ""
+    kind: str | None = None
+    mode: str | None = None
+    status: str = "interrupted"
+    started: str = ""
+    ended: str | None = msgspec.field(default=None, name="timestamp")
+    duration_s: float | None = None
+    cpu_s: float | None = None
+    process_cpu_s: float | None = None
+    error_type: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    task_id: str | None = None
+    task_name: str | None = None
+    actor_id: str | None = None
+    job_id: str | None = None
+    node_id: str | None = None
+    worker_id: str | None = None
+    pid: int | None = None
+    attempt: int | None = None
+    parent_call_id: str | None = None
+    parent_task_id: str | None = None
+    rss_start_bytes: int | None = None
+    rss_end_bytes: int | None = msgspec.field(default=None, name="rss_bytes")
+    rss_minus_shr_end_bytes: int | None = msgspec.field(default=None, name="rss_minus_shr_bytes")
+    max_rss_bytes: int | None = None
+    profile_path: str | None = None
+
+    @property
+    def rss_growth_bytes(self) -> int | None:
+        """RSS at the end minus RSS at the start (``None`` if either is unknown)."""
+        if self.rss_start_bytes is None or self.rss_end_bytes is None:
+            return None
+        return self.rss_end_bytes - self.rss_start_bytes
 
 
-def members(fields: Mapping[str, Any]) -> str:
-    """Render ``fields`` as JSON object members (no braces), to splice into a line."""
-    return _ENCODER.encode(fields)[1:-1]
+class CallStart(msgspec.Struct, gc=False):
+    """What a call's ``call.end`` needs of its ``call.start``."""
+
+    call_id: str = ""
+    timestamp: str = ""
+    rss_bytes: int | None = None
 
 
-def safe_str(value: object) -> str:
-    """``str(value)``, or a placeholder naming the type when its ``__str__`` raises."""
-    try:
-        return str(value)
-    except Exception as exc:
-        return f"<{type(value).__name__} whose __str__ raised {type(exc).__name__}>"
+class Named(msgspec.Struct):
+    """What a report needs of a call whose name it looks up: the function."""
 
-
-def _quoted(value: str | None) -> str:
-    return "null" if value is None else f'"{value}"'
-
-
-def _identity_members(identity: ProcessIdentity) -> str:
-    state = output_state.state
-    cached = state.identity_members
-    if cached is not None and cached[0] is identity:
-        return cached[1]
-    rendered = (
-        f'"job_id":{_quoted(identity.job_id)},"node_id":{_quoted(identity.node_id)},'
-        f'"worker_id":{_quoted(identity.worker_id)},"pid":{identity.pid}'
-    )
-    state.identity_members = (identity, rendered)
-    return rendered
-
-
-def call_members(
-    *,
-    call_id: str,
-    spec_fragment: str,
-    mode: str,
-    task_id: str | None,
-    actor_id: str | None,
-    identity: ProcessIdentity,
-    attempt: int | None,
-    task_name: str | None = None,
-    parent: str | None = None,
-) -> str:
-    """The members ``call.start`` and ``call.end`` of one call share (rendered once a call).
-
-    ``spec_fragment`` is :func:`members` of ``{"function", "kind"}``, rendered on the
-    driver. Ids are hex strings and numbers: safe to place in JSON without escaping; the
-    task name is the user's, so it is encoded. ``parent`` is :func:`parent_token` of the
-    call during which this one was submitted.
-    """
-    name = "null" if task_name is None else _ENCODER.encode(task_name)
-    parent_call, _, parent_task = (parent or "").partition("/")
-    return (
-        f'"call_id":"{call_id}","parent_call_id":{_quoted(parent_call or None)},'
-        f'"parent_task_id":{_quoted(parent_task or None)},'
-        f'{spec_fragment},"mode":"{mode}",'
-        f'"task_id":{_quoted(task_id)},"task_name":{name},"actor_id":{_quoted(actor_id)},'
-        f"{_identity_members(identity)},"
-        f'"attempt":{"null" if attempt is None else int(attempt)}'
-    )
-
-
-def _number(value: int | None) -> str:
-    return "null" if value is None else str(value)
-
-
-def args_members(
-    args: tuple[Any, ...], kwargs: Mapping[str, Any], names: tuple[str, ...] = ()
-) -> str:
-    """``call.start``'s ``args``/``kwargs`` members (``log_args=True``), with a comma first."""
-    return "," + members(shown_arguments(args, kwargs, names))
-
-
-def memory_members(figures: tuple[int | None, int | None, int | None] | None = None) -> str:
-    """The process's memory figures as members, starting with a comma (both call events).
-
-    ``figures`` are :func:`raytrace_kit._process.memory_figures`, read now if not given.
-    """
-    rss, private, max_rss = _process.memory_figures() if figures is None else figures
-    return (
-        f',"rss_bytes":{_number(rss)},"rss_minus_shr_bytes":{_number(private)},'
-        f'"max_rss_bytes":{_number(max_rss)}'
-    )
-
-
-def end_members(
-    duration_s: float,
-    error: BaseException | None,
-    cpu_s: float | None = None,
-    *,
-    rss_start: int | None = None,
-    figures: tuple[int | None, int | None, int | None] | None = None,
-    process_cpu_s: float | None = None,
-) -> str:
-    """``call.end``'s own members, starting with a comma: outcome, CPU and memory figures.
-
-    ``rss_start`` is the RSS its ``call.start`` recorded: with it, a ``call.end`` alone
-    says how much the process grew during the call. ``figures`` as in
-    :func:`memory_members`.
-    """
-    if error is None:
-        status = '"status":"ok"'
-    else:
-        status = members(
-            {
-                "status": "error",
-                "error_type": type(error).__name__,
-                "error": clean_text(safe_str(error))[:ERROR_CHARS],
-                "traceback": user_traceback(error),
-            }
-        )
-    cpu = "null" if cpu_s is None else f"{cpu_s:.6f}"
-    cpu += ',"process_cpu_s":' + ("null" if process_cpu_s is None else f"{process_cpu_s:.6f}")
-    return (
-        f',"duration_s":{duration_s:.6f},"cpu_s":{cpu},{status}{memory_members(figures)}'
-        f',"rss_start_bytes":{_number(rss_start)}'
-    )
-
-
-def user_traceback(error: BaseException) -> str:
-    """``error``'s traceback as Python prints it, without raytrace_kit's own frames.
-
-    Chained exceptions (``raise ... from``, errors during handling) are kept. Longer than
-    :data:`TRACEBACK_CHARS`, the middle is cut, saying how much. Never raises.
-    """
-    try:
-        formatted = traceback.TracebackException(
-            type(error), error, error.__traceback__, compact=True
-        )
-        for part in _chain(formatted):
-            part.stack = traceback.StackSummary.from_list(
-                [frame for frame in part.stack if not frame.filename.startswith(KIT_DIR)]
-            )
-        text = clean_text("".join(formatted.format()))
-    except Exception as exc:
-        return f"<traceback unavailable: {type(exc).__name__}>"
-    if len(text) <= TRACEBACK_CHARS:
-        return text
-    head, tail = TRACEBACK_CHARS // 8, TRACEBACK_CHARS - TRACEBACK_CHARS // 8 - 64
-    return f"{text[:head]}... <cut: {len(text) - head - tail} characters> ...{text[-tail:]}"
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def clean_text(text: str) -> str:
-    """A message or traceback without terminal colours and without the kit's own frames.
-
-    A failed child's ``RayTaskError`` carries the child worker's traceback as text (Ray's
-    own formatting, coloured): its ``File ".../raytrace_kit/..."`` entries, with the code
-    lines under them, are taken out as the frames of this process are.
-    """
-    text = _ANSI.sub("", text)
-    if KIT_DIR not in text:
-        return text
-    kept: list[str] = []
-    skipping = False
-    for line in text.splitlines(keepends=True):
-        if line.startswith('  File "'):
-            skipping = line.startswith(f'  File "{KIT_DIR}')
-        elif not line.startswith("    "):
-            skipping = False
-        if not skipping:
-            kept.append(line)
-    return "".join(kept)
-
-
-def _chain(formatted: traceback.TracebackException) -> list[traceback.TracebackException]:
-    seen: list[traceback.TracebackException] = []
-    pending = [formatted]
-    while pending:
-        part = pending.pop()
-        if any(part is done for done in seen):
-            continue
-        seen.append(part)
-        pending.extend(p for p in (part.__cause__, part.__context__) if p is not None)
-    return seen
-
-
-def profile_members(path: os.PathLike[str] | str, block: str | None, scope: str | None) -> str:
-    """The members a profiled call's ``call.end`` adds, starting with a comma."""
-    fields: dict[str, Any] = {"profile_path": str(path)}
-    if block:
-        fields["profile_block"] = block
-    if scope:
-        fields["profile_scope"] = scope
-    return "," + members(fields)
-
-
-def call_line(event: str, level: str, call_fragment: str, tail: str = "") -> bytes:
-    """One ``call.start``/``call.end`` line: same shape and order as :func:`event_line`."""
-    line = (
-        f'{{"timestamp":"{now()}","level":"{level}","event":"{event}","schema":{SCHEMA},'
-        f"{call_fragment}{tail}}}\n"
-    )
-    return line.encode("utf-8", "backslashreplace")
-
-
-def event_line(fields: Mapping[str, Any]) -> bytes:
-    """Any other event as one line: the first keys first, then the rest in their order.
-
-    Never raises: a value JSON cannot hold is written as its ``repr``; a value whose
-    ``repr`` raises, a cyclic container or an int too long to print becomes a placeholder
-    naming its type; a value longer than :data:`VALUE_CHARS` is cut, saying so.
-    """
-    ordered = {key: fields.get(key) for key in FIRST_KEYS}
-    ordered.update((k, v) for k, v in fields.items() if k not in ordered)
-    ordered["schema"] = SCHEMA  # readers tell versions apart by it: never the caller's
-    try:
-        text = _ENCODER.encode(ordered)
-    except Exception:
-        text = ""
-    if not text or len(text) > VALUE_CHARS:  # a value may be too long or unrenderable
-        text = "{" + ",".join(_member(key, value) for key, value in ordered.items()) + "}"
-    return text.encode("utf-8", "backslashreplace") + b"\n"
-
-
-def _member(key: object, value: object) -> str:
-    name = _ENCODER.encode(key if isinstance(key, str) else safe_str(key))
-    try:
-        rendered = _ENCODER.encode(value)
-    except Exception as exc:
-        placeholder = f"<unrenderable {type(value).__name__}: {type(exc).__name__}>"
-        return f"{name}:{_ENCODER.encode(placeholder)}"
-    if len(rendered) > VALUE_CHARS:
-        # A string keeps its first characters; anything else its first characters of JSON.
-        text = value if isinstance(value, str) else rendered
-        shown = text[: VALUE_CHARS - 64]
-        rendered = _ENCODER.encode(f"{shown}... <cut: {len(text) - len(shown)} more characters>")
-    return f"{name}:{rendered}"
-
-
-def serialization_fields(
-    function: str, target: str, context: str, failures: list[tuple[str, tuple[str, ...], str, str]]
-) -> dict[str, Any]:
-    """The fields of ``serialization.fail``: each failure's name, path, scope and type."""
-    return {
-        "function": function,
-        "target": target,
-        "context": context,
-        "failures": [
-            {"name": name, "path": list(path), "scope": scope, "type_name": type_name}
-            for name, path, scope, type_name in failures
-        ],
-    }
-
-
-def failure_record(what: str, error: BaseException) -> str:
-    """The ``instrumentation.error`` line written to stderr when events cannot be written."""
-    record = {
-        "timestamp": now(),
-        "level": "warning",
-        "event": "instrumentation.error",
-        "schema": SCHEMA,
-        "what": what,
-        "error_type": type(error).__name__,
-        "error": safe_str(error)[:ERROR_CHARS],
-        "pid": os.getpid(),
-    }
-    return json.dumps(record) + "\n"
+    function: str = ""

@@ -1,7 +1,7 @@
 """Writes rendered event lines to this process's event file, and reports when it cannot.
 
 Library events (``call.start``, ``call.end``...) and the user's ``get_logger()`` events go
-to the same per-process file, so they share one schema (see :mod:`.schema`).
+to the same per-process file, so they share one schema (rendered by :mod:`.encode`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit import _process
-from raytrace_kit._output import paths, schema
+from raytrace_kit._output import encode, paths
 from raytrace_kit._output import state as output_state
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit.exceptions import RaytraceKitWarning
@@ -148,9 +148,9 @@ class EventWriter:
         self._close()
         fd = self._open()
         self._reopened = reason
-        line = schema.event_line(
+        line = encode.event_line(
             {
-                "timestamp": schema.now(),
+                "timestamp": encode.now(),
                 "level": "warning",
                 "event": "events.reopened",
                 "reason": reason,
@@ -238,8 +238,8 @@ def emit(event: str, level: str, fields: dict[str, Any]) -> None:
     try:
         fields["event"] = event
         fields["level"] = level
-        fields["timestamp"] = schema.now()
-        line = schema.event_line(fields)
+        fields["timestamp"] = encode.now()
+        line = encode.event_line(fields)
     except Exception as exc:
         report_failure("write-events", "cannot render an event", exc)
         return
@@ -248,7 +248,7 @@ def emit(event: str, level: str, fields: dict[str, Any]) -> None:
 
 def emit_call(event: str, level: str, call: ActiveCall, tail: str = "") -> None:
     """Write ``call.start`` / ``call.end`` (the hot path: pre-rendered members)."""
-    write_line(schema.call_line(event, level, call.fragment, tail), call.identity)
+    write_line(encode.call_line(event, level, call.fragment, tail), call.identity)
 
 
 def report_failure(key: str, what: str, exc: BaseException) -> None:
@@ -262,8 +262,8 @@ def report_failure(key: str, what: str, exc: BaseException) -> None:
         return
     state.warned.add(key)
     with contextlib.suppress(Exception):  # reporting must never break the call
-        sys.stderr.write(schema.failure_record(what, exc))
-    detail = f"{type(exc).__name__}: {schema.safe_str(exc)}"
+        sys.stderr.write(encode.failure_record(what, exc))
+    detail = f"{type(exc).__name__}: {encode.safe_str(exc)}"
     warn(f"raytrace_kit: {what} ({detail}); the call goes on.", stacklevel=4)
 
 

@@ -1,4 +1,4 @@
-"""Reading what the kit wrote: events and profiles (later: sessions, reports, timelines).
+"""Reading what the kit wrote: sessions, calls, reports, explanations, timelines, profiles.
 
 Never imported by worker-side or output modules.
 """

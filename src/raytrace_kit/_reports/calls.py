@@ -1,4 +1,4 @@
-"""Calls joined from events: each execution's ``call.start`` and ``call.end``, as a :class:`Call`.
+"""Calls joined from events: each execution's ``call.start`` and ``call.end``, as one ``Call``.
 
 Lines are decoded with msgspec straight into typed records holding only what a call needs;
 a process's rotated files are read oldest first, so a call that spans a rotation joins.
@@ -13,6 +13,8 @@ from pathlib import Path
 
 import msgspec
 
+from raytrace_kit._output.schema import Call, CallStart
+
 __all__ = [
     "STARTED",
     "Call",
@@ -22,53 +24,6 @@ __all__ = [
     "processes",
     "unique",
 ]
-
-
-class Call(msgspec.Struct, gc=False):
-    """One execution of an instrumented function or method: its start and end, joined.
-
-    ``status`` is ``"ok"``, ``"error"``, or ``"interrupted"`` (a ``call.start`` with no
-    ``call.end``: the process died during the call). ``started``/``ended`` are ISO 8601
-    timestamps. Memory figures are the process's at the start and at the end (``None``
-    where unknown, and at the start for events of schema 1, which had none);
-    :attr:`rss_growth_bytes` is what the process grew by during the call.
-    """
-
-    call_id: str = ""
-    function: str = ""
-    kind: str | None = None
-    mode: str | None = None
-    status: str = "interrupted"
-    started: str = ""
-    ended: str | None = msgspec.field(default=None, name="timestamp")
-    duration_s: float | None = None
-    cpu_s: float | None = None
-    process_cpu_s: float | None = None
-    error_type: str | None = None
-    error: str | None = None
-    traceback: str | None = None
-    task_id: str | None = None
-    task_name: str | None = None
-    actor_id: str | None = None
-    job_id: str | None = None
-    node_id: str | None = None
-    worker_id: str | None = None
-    pid: int | None = None
-    attempt: int | None = None
-    parent_call_id: str | None = None
-    parent_task_id: str | None = None
-    rss_start_bytes: int | None = None
-    rss_end_bytes: int | None = msgspec.field(default=None, name="rss_bytes")
-    rss_minus_shr_end_bytes: int | None = msgspec.field(default=None, name="rss_minus_shr_bytes")
-    max_rss_bytes: int | None = None
-    profile_path: str | None = None
-
-    @property
-    def rss_growth_bytes(self) -> int | None:
-        """RSS at the end minus RSS at the start (``None`` if either is unknown)."""
-        if self.rss_start_bytes is None or self.rss_end_bytes is None:
-            return None
-        return self.rss_end_bytes - self.rss_start_bytes
 
 
 _END = msgspec.json.Decoder(Call).decode
@@ -88,15 +43,7 @@ def _interrupted(raw: bytes) -> Call | None:
     return call
 
 
-class _Start(msgspec.Struct, gc=False):
-    """What a call's ``call.end`` needs of its ``call.start``."""
-
-    call_id: str = ""
-    timestamp: str = ""
-    rss_bytes: int | None = None
-
-
-_START = msgspec.json.Decoder(_Start).decode
+_START = msgspec.json.Decoder(CallStart).decode
 
 
 _ROTATED = re.compile(r"^(?P<stem>events-.+?)(?:\.(?P<number>\d+))?\.jsonl$")

@@ -22,8 +22,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["WorkerDeath", "find_ray_logs", "worker_deaths"]
+__all__ = ["WorkerDeath", "death_finding", "find_ray_logs", "worker_deaths"]
 
 _HEADER = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [DIWEF] \d+ \d+\] ")
 _EXIT = re.compile(
@@ -197,3 +198,38 @@ def _signal(logs: Path, worker_id: str) -> tuple[str | None, str | None]:
             if match:
                 return match["signal"], str(path)
     return None, None
+
+
+_DEATH_TITLES = {
+    "oom": "Out-of-memory kills cut calls off",
+    "killed": "Processes killed during calls (SIGKILL or os._exit)",
+    "crash": "Native crashes during calls",
+    "exit": "Processes exited during calls",
+    "intended": "Processes ended on purpose during calls",
+}
+
+
+def death_finding(
+    kind: str, count: int, functions: str, first: dict[str, Any], logs: Path | None
+) -> tuple[str, str, str]:
+    """A report's finding on calls cut off by deaths of one kind: title, evidence, fix.
+
+    ``first`` is one of the calls (its ``cause`` and ``fix`` from Ray's records); ``kind``
+    is :attr:`WorkerDeath.kind`, or ``unknown`` when Ray left no record of the workers.
+    """
+    if kind == "unknown":
+        where = "no Ray record of their workers was found" + (
+            f" in {logs}" if logs else " (open the Ray session directory to use its logs)"
+        )
+        return (
+            "Processes died during calls",
+            f"{count} call(s) of {functions} never ended and their process is gone; "
+            f"{where}. Most often the OOM killer (exit status 137) or a native crash (139)",
+            "compare their rss at start with the node's memory; give tasks more memory or "
+            "run fewer at once",
+        )
+    return (
+        _DEATH_TITLES.get(kind, "Processes died during calls"),
+        f"{count} call(s) of {functions} never ended: their process {first['cause']}",
+        first["fix"] or "",
+    )

@@ -12,8 +12,8 @@ import re
 from dataclasses import replace
 
 from raytrace_kit import exceptions as kit_errors
+from raytrace_kit._output.schema import Call
 from raytrace_kit._reports import linking
-from raytrace_kit._reports.calls import Call
 from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.explanation import Explanation
 from raytrace_kit._reports.session import Session

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytrace_kit._html import card, cell_traceback, pre
-from raytrace_kit._reports.calls import Call
+from raytrace_kit._output.schema import Call
 
 __all__ = ["Explanation"]
 

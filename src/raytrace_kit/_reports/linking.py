@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from raytrace_kit._reports.calls import Call
+from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.deaths import WorkerDeath, find_ray_logs, worker_deaths
 from raytrace_kit._reports.session import Session, open_session
 from raytrace_kit._reports.tally import seconds

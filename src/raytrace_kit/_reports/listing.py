@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from raytrace_kit._html import card, table
 from raytrace_kit._output.lines import readable
-from raytrace_kit._reports.calls import Call
+from raytrace_kit._output.schema import Call
 
 __all__ = ["Calls", "Events"]
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytrace_kit._reports import render
 from raytrace_kit._reports.calls import distinct_processes, iter_calls
-from raytrace_kit._reports.deaths import find_ray_logs, worker_deaths
+from raytrace_kit._reports.deaths import death_finding, find_ray_logs, worker_deaths
 from raytrace_kit._reports.linking import still_running
 from raytrace_kit._reports.session import Session, instant, open_session
 from raytrace_kit._reports.tally import Finding, Tally, seconds
@@ -209,15 +209,6 @@ def _other_findings(tally: Tally) -> list[Finding]:
     return found
 
 
-_DEATH_TITLES = {
-    "oom": "Out-of-memory kills cut calls off",
-    "killed": "Processes killed during calls (SIGKILL or os._exit)",
-    "crash": "Native crashes during calls",
-    "exit": "Processes exited during calls",
-    "intended": "Processes ended on purpose during calls",
-}
-
-
 def _deaths(session: Session, tally: Tally) -> list[Finding]:
     """Why the processes of calls without an end died, from Ray's records.
 
@@ -242,26 +233,8 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
     found = []
     for kind, group in by_kind.items():
         functions = ", ".join(sorted({row["function"] for row in group}))
-        if kind == "unknown":
-            where = "no Ray record of their workers was found" + (
-                f" in {logs}" if logs else " (open the Ray session directory to use its logs)"
-            )
-            found.append(Finding(
-                "Processes died during calls",
-                f"{len(group)} call(s) of {functions} never ended and their process is gone; "
-                f"{where}. Most often the OOM killer (exit status 137) or a native crash (139)",
-                "compare their rss at start with the node's memory; give tasks more memory or "
-                "run fewer at once",
-                "death_unknown", functions,
-            ))  # fmt: skip
-            continue
-        found.append(Finding(
-            _DEATH_TITLES.get(kind, "Processes died during calls"),
-            f"{len(group)} call(s) of {functions} never ended: their process "
-            f"{group[0]['cause']}",
-            group[0]["fix"] or "",
-            f"death_{kind}", functions,
-        ))  # fmt: skip
+        title, evidence, fix = death_finding(kind, len(group), functions, group[0], logs)
+        found.append(Finding(title, evidence, fix, f"death_{kind}", functions))
     return found
 
 

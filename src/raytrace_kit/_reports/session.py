@@ -21,9 +21,9 @@ from typing import Any
 import msgspec
 
 from raytrace_kit._html import card, table
+from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.calls import (
     STARTED,
-    Call,
     distinct_processes,
     iter_calls,
     process_calls,

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from raytrace_kit._reports.calls import Call
+from raytrace_kit._output.schema import Call, Named
 
 __all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
 
@@ -228,11 +228,7 @@ class Tally:
             group["nodes"].add(call.node_id)
 
 
-class _Named(msgspec.Struct):
-    function: str = ""
-
-
-_NAMED = msgspec.json.Decoder(_Named).decode
+_NAMED = msgspec.json.Decoder(Named).decode
 
 
 def _prefix(call_id: str) -> str:

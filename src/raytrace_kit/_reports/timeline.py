@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from raytrace_kit._reports.calls import Call
+from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.session import Session, open_session
 
 __all__ = ["timeline"]

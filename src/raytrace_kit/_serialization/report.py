@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 from raytrace_kit._html import card, table
-from raytrace_kit._output import schema, writer
+from raytrace_kit._output import encode, writer
 from raytrace_kit.exceptions import NotSerializableError
 
 __all__ = [
@@ -178,6 +178,6 @@ def reject(
         (f.safe_name or f.name, f.safe_path or f.path, str(f.scope), f.type_name)
         for f in report.failures
     ]
-    fields = schema.serialization_fields(function, report.target, context, failures)
+    fields = encode.serialization_fields(function, report.target, context, failures)
     writer.emit("serialization.fail", "error", fields)
     raise NotSerializableError(error_message(report, context, redact=redact), report)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from raytrace_kit import _process, _registry
 from raytrace_kit._options import CallSpec
-from raytrace_kit._output import schema, writer
+from raytrace_kit._output import encode, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
@@ -54,9 +54,9 @@ def _begin(  # noqa: PLR0917 -- private, called from one place
             call.capture()
             figures = _process.memory_figures()
             call.rss_start = figures[0]
-            tail = schema.memory_members(figures)
+            tail = encode.memory_members(figures)
             if arguments is not None:  # log_args=True: the user asked for them
-                tail += schema.args_members(*arguments)
+                tail += encode.args_members(*arguments)
             writer.emit_call("call.start", "info", call, tail)
     except Exception as exc:
         writer.report_failure("begin-call", "cannot instrument the call", exc)
@@ -77,7 +77,7 @@ def _end(
         duration = time.perf_counter() - call.started
         cpu_s, process_cpu_s = cpu if cpu is not None else (None, None)
         tail = (
-            schema.end_members(
+            encode.end_members(
                 duration, exc, cpu_s, rss_start=call.rss_start, process_cpu_s=process_cpu_s
             )
             + extra

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit._options import CallSpec, memray_available
-from raytrace_kit._output import paths, schema, writer
+from raytrace_kit._output import encode, paths, writer
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit._worker import state as worker_state
 
@@ -209,7 +209,7 @@ class CallProfile:
         if options.profile_scope == "actor" and self.spec.kind == "actor_init" and exc is None:
             # Leak hunting: the capture runs for the actor's whole life, until it exits.
             atexit.register(running.stop)
-            return schema.profile_members(running.path, None, "actor")
+            return encode.profile_members(running.path, None, "actor")
         running.stop()
         duration = time.time() - running.started
         call = self.call
@@ -234,7 +234,7 @@ class CallProfile:
         except Exception:
             sidecar["peak_memory_bytes"] = None
         running.path.with_suffix(".json").write_text(json.dumps(sidecar, indent=1))
-        return schema.profile_members(running.path, options.profile_block, None)
+        return encode.profile_members(running.path, options.profile_block, None)
 
 
 def start_call(spec: CallSpec, call: ActiveCall) -> CallProfile | None:
