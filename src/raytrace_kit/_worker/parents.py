@@ -15,17 +15,16 @@ inside a call and only for methods that take it (those of debuggable actors).
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from raytrace_kit import _ray_compat
 from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG, parent_token
+from raytrace_kit._worker import state as worker_state
 
 __all__ = ["install_method_hook", "with_parent"]
 
 _HOOK_KEY = "actor.ActorMethod._remote#parent"
-_LOCK = threading.Lock()  # one installer at a time (the patch itself is _ray_compat's)
 
 
 def with_parent(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +49,6 @@ def install_method_hook() -> None:
             kwargs = {**(kwargs or {}), PARENT_KWARG: parent_token(parent)}
         return original(self, args, kwargs, **options)
 
-    with _LOCK:
+    with worker_state.state.lock:  # one installer at a time
         if not _ray_compat.patched(_HOOK_KEY):
             _ray_compat.patch(_HOOK_KEY, cls, "_remote", submit)
