@@ -40,9 +40,10 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
-    """Build the Sphinx docs; any warning is an error."""
+    """Draw the docs' pictures, then build the Sphinx docs; any warning is an error."""
     session.install("-e", ".[docs]")
     session.run("python", "docs/screenshots.py")  # pictures made from real output
+    session.run("python", "docs/depgraph.py")  # the rooms and their imports, from the code
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
