@@ -28,6 +28,7 @@ __all__ = [
     "actor_id_of",
     "actor_location",
     "actor_method_class",
+    "actor_method_submit",
     "attribute_owner",
     "check_function_size",
     "connection_key",
@@ -69,6 +70,15 @@ def check_function_size(pickled: bytes, name: str, kind: str) -> None:
 def actor_method_class() -> Any:
     """Ray's ``ActorMethod`` (what ``handle.method`` is), whose ``_remote`` submits a call."""
     return ray.actor.ActorMethod
+
+
+def actor_method_submit(cls: Any) -> Callable[..., Any]:
+    """``ActorMethod._remote``: the one place every actor method call is submitted.
+
+    No public hook sees a method call's keyword arguments before Ray serializes them; the
+    parents hook (``_worker/parents.py``) wraps this to add the submitting call's id.
+    """
+    return cls._remote  # type: ignore[no-any-return]
 
 
 def accepts_keyword(method: Any, name: str) -> bool:

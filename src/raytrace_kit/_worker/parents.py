@@ -40,7 +40,7 @@ def install_method_hook() -> None:
     if _ray_compat.patched(_HOOK_KEY):
         return
     cls = _ray_compat.actor_method_class()
-    original: Callable[..., Any] = cls._remote
+    original: Callable[..., Any] = _ray_compat.actor_method_submit(cls)
 
     @functools.wraps(original)
     def submit(self: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
