@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="what failed, what died, where time went")
     report.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
-    report.add_argument("--html", type=Path, help="also write it as one HTML file")
+    report.add_argument(
+        "--html", type=Path, help="write it as one HTML file (and print its path, not the text)"
+    )
     report.add_argument("--json", action="store_true", help="print it as JSON")
     report.add_argument("--since", help="only calls started at or after this ISO 8601 time")
     report.add_argument("--until", help="only calls started before this ISO 8601 time")
@@ -47,7 +49,11 @@ def _parser() -> argparse.ArgumentParser:
     events = commands.add_parser("events", help="print the events, one line each")
     events.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
     events.add_argument("--function", help="only this function (or a suffix after a dot)")
-    events.add_argument("--status", choices=["ok", "error"], help="only call.end of this status")
+    events.add_argument(
+        "--status",
+        choices=["ok", "error", "interrupted"],
+        help="only call.end of this status; interrupted: the call.start of calls with no end",
+    )
     events.add_argument("--event", help="only events of this name, e.g. call.end")
     events.add_argument("--since", help="only events at or after this ISO 8601 time")
     events.add_argument("--until", help="only events before this ISO 8601 time")
@@ -118,7 +124,9 @@ def _report(arguments: argparse.Namespace) -> int:
     )
     if arguments.html is not None:
         made.save_html(arguments.html)
-    print(json.dumps(made.to_dict(), indent=1) if arguments.json else str(made))
+        print(json.dumps(made.to_dict(), indent=1) if arguments.json else arguments.html)
+    else:
+        print(json.dumps(made.to_dict(), indent=1) if arguments.json else str(made))
     return 0 if made.overview["calls"] else EXIT_EMPTY
 
 

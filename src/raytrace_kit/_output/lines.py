@@ -40,6 +40,9 @@ def readable(event: dict[str, Any]) -> str:
                 if len(shown) > _VALUE_CHARS:
                     shown = shown[: _VALUE_CHARS - 3] + "..."
                 parts.append(f"{key}={shown}")
+    if str(event.get("event", "")).startswith("call.") and event.get("task_id"):
+        # Enough of the task id for `raytrace-kit explain --task` (it takes a prefix).
+        parts.append(f"task={str(event['task_id'])[:16]} attempt={event.get('attempt', 0)}")
     node = event.get("node_id")
     if node:
         parts.append(f"node={str(node)[:12]} pid={event.get('pid')}")

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from raytrace_kit import exceptions as kit_errors
 from raytrace_kit._output.schema import Call
-from raytrace_kit._reports import linking
+from raytrace_kit._reports import error_text, linking
 from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.explanation import Explanation
 from raytrace_kit._reports.session import Session
@@ -177,7 +177,7 @@ def explain(exc: BaseException | str, session: Session | None = None) -> Explana
         message = str(cause) if cause is not None else None
         return _task_error(_cause_type(exc).__name__, function, pid, message, session=session)
     explained = _by_type(type(exc), text, bool(getattr(exc, "_actor_init_failed", False)))
-    return _with_death(explained, type(exc), text, session)
+    return _with_task(_with_death(explained, type(exc), text, session), exc, session)
 
 
 def _task_error(
@@ -200,6 +200,27 @@ def _task_error(
         + "; ray.get re-raised it here.",
         check=("the traceback below: the last frame is where it was raised",),
         fix=("reproduce it in this process: with raytrace_kit.local_mode(post_mortem=True)",),
+        call=call,
+    )
+
+
+def _with_task(
+    explained: Explanation, error: BaseException | str, session: Session | None
+) -> Explanation:
+    """Name the task Ray's error carries (a cancellation, an OOM kill, a lost object's)."""
+    task = error_text.task_id_of(error)
+    if task is None or explained.call is not None:
+        return explained
+    call = linking.task_call(session, task)
+    if call is None:
+        return replace(
+            explained,
+            what=f"{explained.what} Ray's error names task {task[:16]}.",
+            check=(f"raytrace-kit explain --task {task[:16]}", *explained.check),
+        )
+    return replace(
+        explained,
+        what=f"{explained.what} It was task {task[:16]}: {call.function} (pid {call.pid}).",
         call=call,
     )
 
@@ -300,6 +321,11 @@ def _explain_text(text: str, session: Session | None) -> Explanation:
         return _with_death(_by_type(kind, message, init_failed), kind, message, session)
     if "ray::" in text:  # str(e) of a task error: "ray::f() (pid=...)", its traceback, cause
         return _text_task_error(text, None, session)
+    name = error_text.class_of_message(text)  # str(e) as programs log it: no class name
+    kind = getattr(ray_errors, name, None) if name else None
+    if isinstance(kind, type):
+        explained = _by_type(kind, text, "__init__" in text or "creation task" in text)
+        return _with_task(_with_death(explained, kind, text, session), text, session)
     return Explanation(
         "Not a Ray error",
         "The text names no Ray or raytrace_kit error.",

@@ -109,6 +109,15 @@ def interrupted_calls(session: Session | None) -> list[Call]:
     return [c for c in opened.calls(status="interrupted") if not still_running(c.pid, c.started)]
 
 
+def task_call(session: Session | None, task_id: str) -> Call | None:
+    """The last recorded attempt of a task, by its id (or a prefix of it)."""
+    opened = _session(session)
+    if opened is None:
+        return None
+    calls = [c for c in opened.calls() if c.task_id and c.task_id.startswith(task_id)]
+    return calls[-1] if calls else None
+
+
 def actor_call(session: Session | None, actor_id: str) -> Call | None:
     """The last call an actor was running when its process died."""
     dead = [c for c in interrupted_calls(session) if c.actor_id == actor_id]

@@ -105,7 +105,8 @@ class Session:
             event: Only events of this name (``"call.end"``...).
             function: Only events of this function (module-qualified, or a suffix of it
                 after a dot: ``"stage"`` matches ``"pipeline.stage"``).
-            status: Only ``call.end`` events of this status (``"ok"``/``"error"``).
+            status: Only ``call.end`` events of this status (``"ok"``/``"error"``), or
+                ``"interrupted"``: the ``call.start`` of each call that has no end.
             node: Only events of nodes whose id starts with this.
             since: Only events at or after this time (ISO 8601 text, ``Z`` or an offset, or
                 a ``datetime``; naive ones are UTC).
@@ -117,15 +118,26 @@ class Session:
         decode = msgspec.json.decode
         since, until = instant(since), instant(until)
         found = Events()
+        interrupted = status == "interrupted"
+        ended: set[str] = set()  # with status="interrupted": the calls that have an end
         for raw in self._lines():
             try:
                 item = decode(raw)
             except msgspec.DecodeError:
                 continue
-            if isinstance(item, dict) and _matches(
-                item, event, function, status, node, since, until
-            ):
+            if not isinstance(item, dict):
+                continue
+            if interrupted:
+                if item.get("event") == "call.end":
+                    ended.add(str(item.get("call_id")))
+                elif item.get("event") == "call.start" and _matches(
+                    item, event, function, None, node, since, until
+                ):
+                    found.append(item)
+            elif _matches(item, event, function, status, node, since, until):
                 found.append(item)
+        if interrupted:
+            found[:] = [item for item in found if str(item.get("call_id")) not in ended]
         found.sort(key=lambda item: str(item.get("timestamp", "")))
         return found
 
