@@ -59,6 +59,7 @@ class WorkerDeath:
     exit_code: int | None = None
     signal: str | None = None
     err_file: str | None = None  # the worker's stderr, where Python printed the crash
+    held: int | None = None  # the process's RSS at its last record (bytes), where known
 
     @property
     def kind(self) -> str:
@@ -93,6 +94,14 @@ class WorkerDeath:
         if kind == "exit" and "SIGTERM" in self.detail:
             return f"received SIGTERM (exit code {self.exit_code}): ray stop, or a kill"
         first = self.detail.splitlines()[0] if self.detail else ""
+        if kind == "killed" and self.little_memory:
+            return (
+                f"vanished without Python shutting down while holding only "
+                f"{(self.held or 0) / 2**20:.0f} MiB (its last record): the kernel's OOM killer "
+                "picks the largest process, so more likely a signal sent to it (kill -9, a "
+                "scheduler or container limit, ray stop --force), os._exit() in its code, or "
+                "its node lost"
+            )
         return {
             "exit": f"exited with code {self.exit_code}: sys.exit() or exit() in the process",
             "killed": "vanished without Python shutting down: SIGKILL (exit status 137, most "
@@ -101,14 +110,41 @@ class WorkerDeath:
         }.get(kind, f"{self.exit_type}: {first}")
 
     @property
+    def little_memory(self) -> bool:
+        """Whether the process held too little memory to be an OOM killer's pick."""
+        if self.held is None:
+            return False
+        total = _machine_memory()
+        return self.held < _LITTLE_BYTES and (total is None or self.held < total // 10)
+
+    @property
     def fix(self) -> str:
         """What to do about it."""
+        if self.kind == "killed" and self.little_memory:
+            return _KILLED_NOT_MEMORY_FIX
         fix = _FIXES.get(self.kind, "see Ray's record of the worker in gcs_server.out")
         if self.kind == "crash" and self.err_file:
             fix = fix.replace("the worker's .err file", self.err_file)
         return fix
 
 
+_LITTLE_BYTES = 2**30  # a process under this (and a tenth of the machine) is no OOM pick
+
+
+def _machine_memory() -> int | None:
+    """This machine's memory (bytes), where /proc says; the report usually runs on the node."""
+    try:
+        with open("/proc/meminfo", "rb") as info:
+            return int(info.readline().split()[1]) * 1024  # "MemTotal: N kB"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_KILLED_NOT_MEMORY_FIX = (
+    "find what sent the signal: the job scheduler's or container runtime's logs and dmesg on "
+    "that node; search the code for os._exit(; raylet.out and gcs_server.out say whether "
+    "the node itself was lost"
+)
 _MEMORY_FIX = (
     "run fewer tasks at once per node (num_cpus= or memory= per task) or use less memory per "
     "call; find what grows with @debuggable(profile='memray')"

@@ -271,6 +271,8 @@ def _died(
     fallback: WorkerDeath | None = None,
 ) -> Explanation:
     death = linking.death_of(call, session) or fallback
+    if death is not None:  # weighed against the memory its process held
+        death = replace(death, held=call.rss_start_bytes)
     known = _known(explained, death) if death is not None else explained
     return replace(known, call=call)
 
@@ -284,6 +286,8 @@ def _known(explained: Explanation, death: WorkerDeath) -> Explanation:
         "OOM killer) ; else something killed it or called os._exit()",
         "oom": "the node's memory use above, and each call's rss_growth_bytes",
     }.get(death.kind)
+    if death.kind == "killed" and death.little_memory:
+        check = "who sent the signal: dmesg and the scheduler's logs on the node; os._exit("
     return replace(
         explained,
         what=f"{explained.what} Ray's records: the process {death.cause}.",

@@ -13,7 +13,7 @@ import itertools
 import math
 import os
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,9 @@ __all__ = ["Finding", "Report", "report"]
 TINY_SECONDS = 0.010  # a median call shorter than this: scheduling costs more than the work
 TINY_MIN_CALLS = 20
 SERIAL_MIN_CHILDREN = 5
+STRAGGLER_MIN_CALLS = 5  # a function's slowest call, among at least this many...
+STRAGGLER_RATIO = 5.0  # ...this many times its median...
+STRAGGLER_EXCESS_S = 1.0  # ...and this much longer: one call holds up what waits for all
 SERIAL_ACTOR_SHARE = 0.5  # an actor busy at least this share of the run...
 SERIAL_GAP_S = 0.002  # ...its calls this close (or a tenth of a call)...: it is the queue
 
@@ -124,6 +127,33 @@ def _tiny_tasks(tally: Tally) -> list[Finding]:
                 "batch the work: one task per chunk of items instead of one per item",
                 "tiny_tasks", function,
             ))  # fmt: skip
+    return found
+
+
+def _stragglers(tally: Tally) -> list[Finding]:
+    found = []
+    for function, aggregate in sorted(tally.functions.items()):
+        values, call = aggregate.durations, aggregate.slowest
+        if call is None or call.duration_s is None or len(values) < STRAGGLER_MIN_CALLS:
+            continue
+        median, took = statistics.median(values), call.duration_s
+        if took < STRAGGLER_RATIO * median or took < median + STRAGGLER_EXCESS_S:
+            continue
+        task = (call.task_id or "")[:16]
+        where = f"task {task or '?'}, node {(call.node_id or '?')[:12]}, pid {call.pid}"
+        start = tally.start_event(call.call_id) or {}
+        if "args" in start or "kwargs" in start:
+            where += f", arguments {start.get('args', [])} {start.get('kwargs', {})}"
+        found.append(Finding(
+            f"A straggler: {function}",
+            f"one call took {took:.2f} s where its {len(values)} calls' median is "
+            f"{median:.2f} s ({where})",
+            "look at what sets that call apart: its input, its node"
+            + (f" (raytrace-kit explain --task {task})" if task else "")
+            + "; split skewed inputs so that no call gets far more work, or collect results "
+            "with ray.wait(refs, timeout=...) so one slow call does not hold up the rest",
+            "straggler", function,
+        ))  # fmt: skip
     return found
 
 
@@ -223,6 +253,8 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         death = deaths.get(row["worker_id"] or "")
+        if death is not None:  # weighed against the memory its process held
+            death = replace(death, held=row.get("rss_start_bytes"))
         running = death is None and still_running(row["pid"], row["started"])
         row["state"] = "running" if running else "died"
         row["cause"] = death.cause if death else ("still running, no end yet" if running else None)
@@ -295,6 +327,7 @@ def report(
         memory=_memory(tally),
         findings=[
             *_tiny_tasks(tally),
+            *_stragglers(tally),
             *_one_at_a_time(tally),
             *_serializing_actors(tally, span),
             *tally.leaks,

@@ -51,10 +51,11 @@ def seconds(stamp: str) -> float:
 class Function:
     """One function's aggregates: its durations (8 bytes a call) and largest figures."""
 
-    __slots__ = ("durations", "growth", "private", "retries", "task")
+    __slots__ = ("durations", "growth", "private", "retries", "slowest", "task")
 
     def __init__(self) -> None:
         self.durations: array[float] = array("d")
+        self.slowest: Call | None = None  # the one call a straggler finding names
         self.growth: int | None = None
         self.private: int | None = None
         self.retries = 0
@@ -129,8 +130,13 @@ class Tally:
             if duration is None:
                 continue
             aggregate.durations.append(duration)
+            slowest = aggregate.slowest
+            if slowest is None or duration > (slowest.duration_s or 0.0):
+                aggregate.slowest = call
             if call.kind == "task":
                 aggregate.task = True
+            if call.profile_path and call.profile_path.endswith(".bin"):
+                leak.capture = call.profile_path  # memray's: its leaks view, for that finding
             rss = call.rss_end_bytes
             if rss is not None:
                 start = call.rss_start_bytes
@@ -173,6 +179,26 @@ class Tally:
         name = self.names.get(call_id)
         if name is not None:
             return name
+        line = self._first_line(call_id)
+        if line is not None:
+            with contextlib.suppress(msgspec.DecodeError):
+                name = self.names[call_id] = _NAMED(line).function
+                return name
+        return call_id
+
+    def start_event(self, call_id: str) -> dict[str, Any] | None:
+        """A call's ``call.start`` as a dict (its ``args`` where recorded), read again."""
+        line = self._first_line(call_id)  # a process writes a call's start before its end
+        if line is None:
+            return None
+        with contextlib.suppress(msgspec.DecodeError):
+            event = msgspec.json.decode(line)
+            if isinstance(event, dict) and event.get("event") == "call.start":
+                return event
+        return None
+
+    def _first_line(self, call_id: str) -> bytes | None:
+        """The first line of a call in its process's files (found by its id's prefix)."""
         needle = b'"call_id":"' + call_id.encode() + b'"'
         for file in self.files_of.get(_prefix(call_id), []):
             try:
@@ -181,11 +207,8 @@ class Tally:
                 continue
             at = data.find(needle)
             if at >= 0:
-                line = data[data.rfind(b"\n", 0, at) + 1 : data.find(b"\n", at) % (len(data) + 1)]
-                with contextlib.suppress(msgspec.DecodeError):
-                    name = self.names[call_id] = _NAMED(line).function
-                    return name
-        return call_id
+                return data[data.rfind(b"\n", 0, at) + 1 : data.find(b"\n", at) % (len(data) + 1)]
+        return None
 
     def _timing(self, call: Call, end: float, duration: float) -> None:
         parent = call.parent_call_id
@@ -276,9 +299,10 @@ class LeakRun:
     shorter runs cost a list.
     """
 
-    __slots__ = ("best", "last_rss", "run", "short")
+    __slots__ = ("best", "capture", "last_rss", "run", "short")
 
     def __init__(self) -> None:
+        self.capture: str | None = None  # the process's memray capture, if it has one
         self.short: list[Call] = []  # the current run while shorter than LEAK_MIN_CALLS
         self.run: _Run | None = None  # the current run once long enough
         self.best: _Run | None = None
@@ -311,15 +335,29 @@ class LeakRun:
         grew = ", ".join(
             f"{function.rsplit('.', 1)[-1]} call {call_id} +{growth / 2**20:.0f} MiB"
             for growth, call_id, function in sorted(best.top, reverse=True)
+            if growth > 0  # only the calls that grew it are named
         )
         first = best.first
+        if self.capture:
+            fix = (
+                "see what is still allocated at the end of that process's memray capture: "
+                f"python -m memray flamegraph --leaks {self.capture}"
+            )
+        else:
+            fix = (
+                "capture that actor's whole life: @debuggable(profile='memray', "
+                "profile_scope='actor'), then python -m memray flamegraph --leaks on its "
+                "capture (the calls' profile_path) shows what is still allocated at the end"
+            )
         return Finding(
             f"Memory grows call after call: pid {first.pid} on node {(first.node_id or '?')[:12]}",
             f"RSS rose over {best.length} calls in a row, by {best.grown / 2**20:.0f} MiB in "
-            f"all, in calls of {', '.join(sorted(best.functions))} (most: {grew}): something "
-            "keeps what each call makes",
-            "profile that actor for its whole life: @debuggable(profile='memray', "
-            "profile_scope='actor'), then look at what is still allocated at the end",
+            f"all, in calls of {', '.join(sorted(best.functions))}"
+            + (f" (most: {grew})" if grew else "")
+            + ": something keeps what each call makes",
+            fix,
+            "leak",
+            ", ".join(sorted(best.functions)),
         )
 
 
