@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import types
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, TypeVar
@@ -32,14 +33,22 @@ def instrument_function(fn: Callable[..., Any], options: DebugOptions) -> Callab
         @functools.wraps(fn)
         def generator_task(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
             parent = kwargs.pop(PARENT_KWARG, None)
-            return (yield from run_generator(spec, fn, args, kwargs, parent=parent))
+            try:
+                return (yield from run_generator(spec, fn, args, kwargs, parent=parent))
+            except BaseException as error:
+                user_frames_first(error)
+                raise
 
         return _accepting_parent(generator_task, fn)
 
     @functools.wraps(fn)
     def task(*args: Any, **kwargs: Any) -> Any:
         parent = kwargs.pop(PARENT_KWARG, None)
-        return run(spec, fn, args, kwargs, parent=parent)
+        try:
+            return run(spec, fn, args, kwargs, parent=parent)
+        except BaseException as error:
+            user_frames_first(error)
+            raise
 
     return _accepting_parent(task, fn)
 
@@ -72,6 +81,29 @@ def _accepting_parent(wrapper: _F, original: Callable[..., Any], *, method: bool
     return wrapper
 
 
+# The kit's frames between Ray and the user's code: the wrappers here and the boundary. By
+# their ends: a wrapper pickled by value carries the driver's path for this file.
+_KIT_FILES = tuple(
+    os.path.join("raytrace_kit", "_worker", name) for name in ("instrument.py", "boundary.py")
+)
+
+
+def user_frames_first(error: BaseException) -> None:
+    """Start ``error``'s traceback at the user's code, as plain Ray's starts.
+
+    Ray prints a task's traceback from the first frame below its own; without this, the
+    kit's wrapper and runner would be the first two. Called in the outermost wrapper,
+    whose bare ``raise`` then keeps the edited traceback (Python 3.11+; 3.10 re-raises
+    the one it caught, so the kit's frames show there). Only leading frames go: a kit
+    frame below the user's (a method calling another through ``self``) is left alone.
+    """
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.endswith(_KIT_FILES):
+        tb = tb.tb_next
+    if tb is not None:
+        error.__traceback__ = tb
+
+
 def _passes_through(bound: bool, owner: int | None) -> bool:
     """Whether a method call is part of the call already running here, not a new one.
 
@@ -100,9 +132,13 @@ def _instrument_method(
         async def async_method(*args: Any, **kwargs: Any) -> Any:
             parent = kwargs.pop(PARENT_KWARG, None)
             owner = id(args[0]) if bound else None
-            if _passes_through(bound, owner):
-                return await method(*args, **kwargs)
-            return await run_async(spec, method, args, kwargs, owner, parent=parent)
+            try:
+                if _passes_through(bound, owner):
+                    return await method(*args, **kwargs)
+                return await run_async(spec, method, args, kwargs, owner, parent=parent)
+            except BaseException as error:
+                user_frames_first(error)
+                raise
 
         return _accepting_parent(async_method, method, method=True)
     if inspect.isasyncgenfunction(method):
@@ -115,8 +151,12 @@ def _instrument_method(
                 inner = method(*args, **kwargs)
             else:
                 inner = run_async_generator(spec, method, args, kwargs, owner, parent=parent)
-            async for item in inner:
-                yield item
+            try:
+                async for item in inner:
+                    yield item
+            except BaseException as error:
+                user_frames_first(error)
+                raise
 
         return _accepting_parent(async_generator_method, method, method=True)
     if inspect.isgeneratorfunction(method):
@@ -125,9 +165,13 @@ def _instrument_method(
         def generator_method(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
             parent = kwargs.pop(PARENT_KWARG, None)
             owner = id(args[0]) if bound else None
-            if _passes_through(bound, owner):
-                return (yield from method(*args, **kwargs))
-            return (yield from run_generator(spec, method, args, kwargs, owner, parent=parent))
+            try:
+                if _passes_through(bound, owner):
+                    return (yield from method(*args, **kwargs))
+                return (yield from run_generator(spec, method, args, kwargs, owner, parent=parent))
+            except BaseException as error:
+                user_frames_first(error)
+                raise
 
         return _accepting_parent(generator_method, method, method=True)
 
@@ -135,9 +179,13 @@ def _instrument_method(
     def sync_method(*args: Any, **kwargs: Any) -> Any:
         parent = kwargs.pop(PARENT_KWARG, None)
         owner = id(args[0]) if bound else None
-        if _passes_through(bound, owner):
-            return method(*args, **kwargs)
-        return run(spec, method, args, kwargs, owner, parent=parent)
+        try:
+            if _passes_through(bound, owner):
+                return method(*args, **kwargs)
+            return run(spec, method, args, kwargs, owner, parent=parent)
+        except BaseException as error:
+            user_frames_first(error)
+            raise
 
     return _accepting_parent(sync_method, method, method=True)
 

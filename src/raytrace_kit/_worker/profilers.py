@@ -10,6 +10,9 @@ from __future__ import annotations
 import atexit
 import cProfile
 import json
+import os
+import pstats
+import sysconfig
 import threading
 import time
 from datetime import datetime, timezone
@@ -88,6 +91,33 @@ def memray_options(options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
+_KIT_DIR = f"{os.sep}raytrace_kit{os.sep}"
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+
+
+def _without_kit_rows(stats: pstats.Stats) -> pstats.Stats:
+    """The profile without the kit's own functions (its boundary, its profiler's stop).
+
+    A listing then starts at the user's code, as a profile of the plain call would; the
+    calls the kit's rows made keep their own times, now without a caller of the kit's.
+    """
+    table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]  # pstats' own table
+    kit = {key for key in table if _KIT_DIR in key[0]}
+    # Built-ins and the standard library called by the kit's rows only are the kit's too
+    # (a context variable reset, contextlib.suppress): the user's own code stays.
+    kit |= {
+        key
+        for key, (*_, callers) in table.items()
+        if callers and set(callers) <= kit and (key[0] == "~" or key[0].startswith(_STDLIB_DIR))
+    }
+    for key in kit:
+        del table[key]
+    for *_, callers in table.values():
+        for key in kit:
+            callers.pop(key, None)
+    return stats
+
+
 class Running:
     """One running profiler: a memray tracker or a cProfile profiler, writing to ``path``.
 
@@ -124,7 +154,7 @@ class Running:
                     self.tracker.__exit__(None, None, None)
             elif self._profile is not None:
                 self._profile.disable()
-                self._profile.dump_stats(str(self.path))
+                _without_kit_rows(pstats.Stats(self._profile)).dump_stats(str(self.path))
         finally:
             _release(self.profiler, self.thread)
 
