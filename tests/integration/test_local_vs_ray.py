@@ -24,8 +24,7 @@ import pytest
 import ray
 
 from raytrace_kit import debuggable, local_mode
-
-from .conftest import start_shared_ray
+from tests.helpers import start_shared_ray
 
 # --- what the rows call (module level, so that Ray's workers can import them) ---
 

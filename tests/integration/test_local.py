@@ -26,8 +26,7 @@ from raytrace_kit import (
     local_mode,
     set_local_mode,
 )
-
-from .conftest import events_of
+from tests.helpers import events_of
 
 
 class Unpicklable:

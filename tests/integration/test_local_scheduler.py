@@ -19,8 +19,7 @@ import ray
 from ray.exceptions import ActorDiedError, GetTimeoutError
 
 from raytrace_kit import LocalModeError, RaytraceKitWarning, debuggable, local_mode
-
-from .conftest import events_of
+from tests.helpers import events_of
 
 SEEN: list[str] = []
 

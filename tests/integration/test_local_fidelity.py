@@ -16,8 +16,7 @@ import pytest
 import ray
 
 from raytrace_kit import debuggable, local_mode
-
-from .conftest import events_of
+from tests.helpers import events_of
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
