@@ -1,19 +1,25 @@
-"""Plain functions the tests share: the shared Ray instance, the current test's events, HTML.
+"""What tests share besides fixtures: the Ray instance, the current test's events, and more.
 
-Fixtures are in the conftest files; this module holds what tests call themselves.
+Fixtures are in the conftest files. Here: starting the shared Ray instance, the events of
+the current test, sockets and HTML tables as a user sees them, and local mode's comparison
+with plain Ray (the outcome of a body, and :class:`AgainstPlainRay` for tables of rows).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import pytest
 import ray
 
 import raytrace_kit
+from raytrace_kit import debuggable, local_mode
 
 
 def start_shared_ray() -> None:
@@ -109,3 +115,86 @@ def table_rows(markup: str) -> list[list[str]]:
 
     _Rows(convert_charrefs=True).feed(markup)
     return rows
+
+
+# --- local mode against plain Ray: the same body run both ways, the same outcome ---
+
+Remote = Callable[..., Any]  # ray.remote, or debuggable(ray.remote(...)) in local mode
+Body = Callable[[], Any]
+
+
+def add(a: int, b: int) -> int:
+    """A plain task, for comparisons that need one and do not care which."""
+    return a + b
+
+
+def outcome(body: Callable[[], Any]) -> tuple[str, ...]:
+    """("value", repr(v)), or (where it raised: "submit"/"get", type, message)."""
+    stage = "submit"
+    try:
+        pending = body()
+        stage = "get"
+        return ("value", repr(pending()))
+    except Exception as error:
+        cause = getattr(error, "cause", None) or error
+        return (stage, type(cause).__name__, str(cause).split("\n")[0])
+
+
+def outcome_without_ids(body: Callable[[], Body]) -> tuple[Any, ...]:
+    """("value", v), or (where it raised: "submit"/"get", type, first line of message).
+
+    Ids and addresses in the message are replaced by placeholders: they differ between
+    the plain run and the local one.
+    """
+    stage = "submit"
+    try:
+        pending = body()
+        stage = "get"
+        return ("value", pending())
+    except Exception as error:
+        cause = getattr(error, "cause", None) or error
+        first = str(cause).split("\n")[0]
+        first = re.sub("0x[0-9a-f]+", "<address>", re.sub("[0-9a-f]{16,}", "<id>", first))
+        return (stage, type(cause).__name__, first)
+
+
+def run_row(row: Callable[..., Body], remote: Remote, tmp: Path) -> tuple[Any, ...]:
+    """The outcome of one row of an :class:`AgainstPlainRay` table, run with ``remote``."""
+    if "tmp" in row.__code__.co_varnames[: row.__code__.co_argcount]:
+        return outcome_without_ids(lambda: row(remote, tmp))
+    return outcome_without_ids(lambda: row(remote))
+
+
+def _local(target: Any) -> Any:
+    return debuggable(ray.remote(target))
+
+
+class AgainstPlainRay:
+    """A table of rows, each run with plain Ray and then in strict local mode without Ray.
+
+    A subclass named ``Test...`` lists its ``ROWS``. A row takes ``remote`` (``ray.remote``,
+    or ``debuggable(ray.remote(...))``) and, if it names one, ``tmp`` (a directory of its
+    own), submits what it tests and returns the body whose outcome counts: a value, or where
+    an exception came and its type and first line. All of a class's rows run with plain Ray
+    first (the ``plain`` fixture, in tests/integration/local/conftest.py); each then runs in
+    strict local mode *with Ray shut down*, as users run it. The two outcomes must be equal,
+    and local mode must not have started a cluster.
+    """
+
+    ROWS: ClassVar[list[Callable[..., Body]]] = []
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """One test per row, named after it."""
+        if "row" in metafunc.fixturenames:
+            metafunc.parametrize("row", self.ROWS, ids=lambda r: r.__name__)
+
+    def test_local_mode_matches_ray(
+        self, row: Callable[..., Body], plain: dict[str, tuple[Any, ...]], tmp_path: Path
+    ) -> None:
+        """The same outcome as plain Ray, in strict local mode, and no cluster started."""
+        if ray.is_initialized():
+            ray.shutdown()
+        with local_mode(strict=True):
+            local = run_row(row, _local, tmp_path)
+        assert local == plain[row.__name__]
+        assert not ray.is_initialized()
