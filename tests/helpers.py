@@ -117,6 +117,59 @@ def table_rows(markup: str) -> list[list[str]]:
     return rows
 
 
+class EventFile:
+    """One process's event file, written as the kit writes it: its encoder, its writer.
+
+    For tests of reading and reporting without Ray: ``start`` and ``end`` write a call's
+    ``call.start`` and ``call.end`` lines (the timestamp is the time of writing).
+    """
+
+    def __init__(self, directory: Path, pid: int, node: str = "ab" * 28) -> None:
+        # Imported here: the conftest imports this module, so a rename inside the kit fails
+        # only the tests that write event files.
+        from raytrace_kit._output import encode, paths  # noqa: PLC0415
+        from raytrace_kit._output.writer import EventWriter  # noqa: PLC0415
+        from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
+
+        self._encode = encode
+        self.identity = ProcessIdentity("01000000", node, f"{pid:056x}", pid, is_worker=True)
+        self.path = directory / paths.event_file_name(node, pid)
+        self.writer = EventWriter(self.path)
+        self._members: dict[str, str] = {}
+
+    def start(
+        self, call_id: str, function: str, *, actor_id: str | None = None, rss: int = 2**20
+    ) -> None:
+        """Write the ``call.start`` of a call (of an actor's method if ``actor_id`` is given)."""
+        encode = self._encode
+        kind = "actor_method" if actor_id else "task"
+        members = self._members[call_id] = encode.call_members(
+            call_id=call_id,
+            spec_fragment=encode.members({"function": function, "kind": kind}),
+            mode="ray",
+            task_id=call_id.ljust(48, "f"),
+            actor_id=actor_id,
+            identity=self.identity,
+            attempt=0,
+        )
+        figures = encode.memory_members((rss, rss // 2, rss))
+        self.writer.write(encode.call_line("call.start", "info", members, figures))
+
+    def end(
+        self, call_id: str, error: BaseException | None = None, *, seconds: float = 0.0
+    ) -> None:
+        """Write the ``call.end`` of a started call: ok, or failed with ``error``."""
+        encode = self._encode
+        figures = (2 * 2**20, 2**20, 2 * 2**20)
+        tail = encode.end_members(seconds, error, None, rss_start=2**20, figures=figures)
+        level = "info" if error is None else "error"
+        self.writer.write(encode.call_line("call.end", level, self._members[call_id], tail))
+
+    def close(self) -> None:
+        """Close the file (the process's end)."""
+        self.writer.close()
+
+
 # --- local mode against plain Ray: the same body run both ways, the same outcome ---
 
 Remote = Callable[..., Any]  # ray.remote, or debuggable(ray.remote(...)) in local mode
