@@ -3,7 +3,7 @@
 ``tests/data/ray_logs_oom/gcs_server.out`` is the head node's log, verbatim, of a real Ray
 2.60 run whose task was killed by Ray's memory monitor (threshold lowered to 2%, so no
 memory had to be exhausted). The other kinds of death are tested with real Ray in
-tests/test_report.py.
+tests/integration/test_report.py.
 """
 
 from __future__ import annotations

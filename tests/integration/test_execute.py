@@ -16,8 +16,7 @@ from ray.exceptions import RayTaskError, WorkerCrashedError
 
 import raytrace_kit
 from raytrace_kit import debuggable
-
-from .conftest import events_of
+from tests.helpers import events_of
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

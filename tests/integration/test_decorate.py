@@ -15,8 +15,7 @@ from raytrace_kit import (
     InvalidTargetError,
     debuggable,
 )
-
-from .conftest import events_of
+from tests.helpers import events_of
 
 
 def double(x: int, factor: int = 2) -> int:

@@ -16,8 +16,7 @@ from ray.exceptions import ActorDiedError, GetTimeoutError, WorkerCrashedError
 
 import raytrace_kit
 from raytrace_kit import debuggable, explain
-
-from . import conftest
+from tests import helpers
 
 
 @debuggable
@@ -65,7 +64,7 @@ class TestExplain:
         text = _explained_until(raised.value, "vanished without Python")
         assert text.startswith("Worker died:")
         assert "vanished without Python shutting down: SIGKILL (exit status 137" in text
-        assert "tests.test_explain.killed (" in text
+        assert "tests.integration.test_explain.killed (" in text
 
     def test_killed_actor(self) -> None:
         holder = Holder.remote()
@@ -139,7 +138,7 @@ def test_a_worker_death_is_explained_with_rays_record_of_it() -> None:
     assert text.startswith("Worker died: The process running the task died before it finished.")
     session = raytrace_kit.open_session()
     mine = session.calls(function="native_crash")
-    (call,) = [c for c in mine if c.started >= conftest._test_started]
+    (call,) = [c for c in mine if c.started >= helpers.window_start()]
     # Ray's error names no task. This session has other dead workers (earlier tests'), so
     # explain() lists the calls cut off, the latest first, each with Ray's cause; it
     # does not pick one. (With one dead worker it links it: examples/run_report.py.)

@@ -14,8 +14,7 @@ from raytrace_kit import (
     InvalidOptionError,
     debuggable,
 )
-
-from .conftest import events_of
+from tests.helpers import events_of
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

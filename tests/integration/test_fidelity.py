@@ -18,8 +18,7 @@ import ray
 from ray.dag import InputNode
 
 from raytrace_kit import debuggable
-
-from .conftest import events_of, start_shared_ray
+from tests.helpers import events_of, start_shared_ray
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

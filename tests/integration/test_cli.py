@@ -11,8 +11,7 @@ import pytest
 import ray
 
 from raytrace_kit import debuggable
-
-from . import conftest
+from tests import helpers
 
 
 def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
@@ -107,7 +106,7 @@ def test_collect_from_the_running_cluster(tmp_path: Path) -> None:
     mine = [
         json.loads(x)
         for x in shown.stdout.splitlines()
-        if json.loads(x)["timestamp"] >= conftest._test_started
+        if json.loads(x)["timestamp"] >= helpers.window_start()
     ]
     assert [e["event"] for e in mine] == ["call.start", "call.end"]
 

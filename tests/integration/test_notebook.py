@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from . import conftest
+from tests import helpers
 
 CELLS = [
     # 0
@@ -103,7 +103,7 @@ def _text(cell: Any) -> str:
 @pytest.fixture(scope="module")
 def cells(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     """The notebook, executed once by a real kernel connected to the shared Ray."""
-    conftest.start_shared_ray()
+    helpers.start_shared_ray()
     tmp_path = tmp_path_factory.mktemp("notebook")
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
@@ -151,7 +151,7 @@ def test_the_magics(cells: list[Any]) -> None:
 
     # %%profile_cpu: the merged table names the cell's function.
     (stats,) = _html(cells[4])
-    rows = conftest.table_rows(stats)
+    rows = helpers.table_rows(stats)
     assert any(row[3] == "spin" for row in rows[1:]), "\n".join(map(str, rows))
     assert not [row for row in rows[1:] if "IPython" in row[4] or "magics" in row[4]]
 
@@ -172,18 +172,18 @@ def test_explain_report_session_events_and_calls(cells: list[Any]) -> None:
     # %raytrace_report, the session, the events: HTML, short.
     (made,) = _html(cells[8])  # one card: no rich output leaks into the cell
     assert "Run report" in made
-    assert any("fails" in row[0] for row in conftest.table_rows(made))
+    assert any("fails" in row[0] for row in helpers.table_rows(made))
     (session,) = _html(cells[9])
     assert "Session" in session
     (events,) = _html(cells[10])
     assert "Events" in events
-    assert len(conftest.table_rows(events)) <= 21  # a header and at most 20 rows
+    assert len(helpers.table_rows(events)) <= 21  # a header and at most 20 rows
 
 
 def test_a_magics_cell_is_named_and_fails_as_a_cell(cells: list[Any]) -> None:
     # The cell's own function, named as the cell; no kernel or kit frames in the table.
     (own,) = _html(cells[12])
-    rows = conftest.table_rows(own)[1:]
+    rows = helpers.table_rows(own)[1:]
     heavy = next(row for row in rows if row[3] == "heavy")
     assert heavy[4] == f"In [{cells[12].execution_count}], line 2"
     assert not [row for row in rows if "magics.py" in row[4] or row[4].startswith("interactive")]
@@ -195,7 +195,7 @@ def test_a_magics_cell_is_named_and_fails_as_a_cell(cells: list[Any]) -> None:
 
 def test_a_class_defined_in_a_cell_is_opened(cells: list[Any]) -> None:
     (verdict,) = _html(cells[14])
-    culprit = conftest.table_rows(verdict)[1]
+    culprit = helpers.table_rows(verdict)[1]
     assert culprit[0].endswith(".lock")
     assert culprit[2] == "_thread.lock"
 
@@ -203,4 +203,4 @@ def test_a_class_defined_in_a_cell_is_opened(cells: list[Any]) -> None:
 def test_calls_show_short(cells: list[Any]) -> None:
     (calls,) = _html(cells[11])
     assert "Calls" in calls
-    assert any(row[1].endswith(".fails") for row in conftest.table_rows(calls)[1:])
+    assert any(row[1].endswith(".fails") for row in helpers.table_rows(calls)[1:])

@@ -14,8 +14,7 @@ from ray.exceptions import WorkerCrashedError
 
 import raytrace_kit
 from raytrace_kit import EventsNotFoundError, debuggable, open_session
-
-from . import conftest
+from tests import helpers
 
 
 @debuggable
@@ -45,7 +44,7 @@ def profiled(n: int) -> int:
 
 
 def _mine(calls: list[raytrace_kit.Call]) -> list[raytrace_kit.Call]:
-    return [c for c in calls if c.started >= conftest._test_started]
+    return [c for c in calls if c.started >= helpers.window_start()]
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -22,9 +22,8 @@ from raytrace_kit import (
     debuggable,
     local_mode,
 )
-
-from . import conftest
-from .conftest import events_of
+from tests import helpers
+from tests.helpers import events_of
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +146,7 @@ class TestReport:
         assert "└─" in text
         html = report._repr_html_()
         assert "config[&#x27;guard&#x27;]" in html  # escaped
-        assert any(row[0].endswith("config['guard']") for row in conftest.table_rows(html))
+        assert any(row[0].endswith("config['guard']") for row in helpers.table_rows(html))
 
     @settings(max_examples=60, deadline=None)
     @given(
@@ -266,8 +265,8 @@ class TestDebuggableChecks:
         def leak() -> dict[str, Any]:
             return {"result": 1, "guard": threading.Lock()}
 
-        # The message reaches Ray's logs: keys of returned data by position and type only
-        # (issue 12); the report object, in this process, still names the key exactly.
+        # The message reaches Ray's logs: keys of returned data by position and type only;
+        # the report object, in this process, still names the key exactly.
         with pytest.raises(NotSerializableError, match=r"\[<str key #1>\]") as info:
             ray.get(leak.remote())
         assert "'guard'" not in str(info.value)

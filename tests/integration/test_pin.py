@@ -23,8 +23,7 @@ from raytrace_kit import (
     debuggable,
     stacks,
 )
-
-from .conftest import events_of, listening_sockets, wait_for_start
+from tests.helpers import events_of, listening_sockets, wait_for_start
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

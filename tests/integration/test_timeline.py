@@ -11,8 +11,7 @@ import ray
 
 import raytrace_kit
 from raytrace_kit import debuggable
-
-from . import conftest
+from tests import helpers
 
 
 @debuggable
@@ -52,7 +51,7 @@ def test_calls_slices_failures_and_flows(tmp_path: Path) -> None:
     """One slice per call with its ids; the failure coloured; arrows parent -> children."""
     assert ray.get(root.remote([1, -1, 2])) == ["1", "failed", "2"]
     session = raytrace_kit.open_session()
-    mine = [c for c in session.calls() if c.started >= conftest._test_started]
+    mine = [c for c in session.calls() if c.started >= helpers.window_start()]
     path = raytrace_kit.timeline(session, tmp_path / "trace.json")
     events = _load(path)
     slices = {e["args"]["call_id"]: e for e in events if e["ph"] == "X"}

@@ -21,8 +21,7 @@ from ray.cluster_utils import Cluster
 
 import raytrace_kit
 from raytrace_kit import debuggable
-
-from . import conftest
+from tests import helpers
 
 
 def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:
@@ -32,7 +31,7 @@ def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:
     return [
         e
         for e in session.events(event=event)
-        if e["timestamp"] >= conftest._test_started
+        if e["timestamp"] >= helpers.window_start()
         and (e.get("function") == name or str(e.get("function")).startswith(name + "."))
     ]
 

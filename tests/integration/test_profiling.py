@@ -27,9 +27,8 @@ from raytrace_kit import (
     profile_memory,
 )
 from raytrace_kit._output.paths import sanitize as _sanitize
-
-from . import conftest
-from .conftest import events_of
+from tests import helpers
+from tests.helpers import events_of
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -145,7 +144,7 @@ class TestPerCall:
         stats = cpu_stats(files)
         assert stats.calls("hot_loop") == 20
         assert "hot_loop" in str(stats)
-        row = next(r for r in conftest.table_rows(stats._repr_html_()) if "hot_loop" in r)
+        row = next(r for r in helpers.table_rows(stats._repr_html_()) if "hot_loop" in r)
         assert row[0] == "20"  # calls, as in a notebook's table
 
     def test_threaded_actor_one_tracker_at_a_time(self) -> None:

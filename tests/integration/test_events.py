@@ -19,8 +19,7 @@ from ray._common.logging_constants import LogKey
 import raytrace_kit
 from raytrace_kit import RaytraceKitWarning, debuggable, get_logger, read_events
 from raytrace_kit._output.logger import _to_json_line
-
-from .conftest import events_of
+from tests.helpers import events_of
 
 REQUIRED = {
     "timestamp": str,
@@ -305,8 +304,8 @@ class TestReadEvents:
     def test_missing_directory_is_a_clear_error(self, tmp_path: Path) -> None:
         """A path that does not exist (a typo, another node's dir) is an error naming it.
 
-        An empty list would read as "nothing failed" (issue 12); an existing directory
-        with no events still reads as empty.
+        An empty list would read as "nothing failed"; an existing directory with no
+        events still reads as empty.
         """
         with pytest.raises(raytrace_kit.EventsNotFoundError, match="nothing-here"):
             read_events(tmp_path / "nothing-here")

@@ -22,8 +22,7 @@ import ray
 
 import raytrace_kit
 from raytrace_kit import RaytraceKitWarning, debuggable, get_logger, local_mode
-
-from .conftest import events_of
+from tests.helpers import events_of
 
 MOUNT = shutil.which("mount") or "/bin/mount"
 UMOUNT = shutil.which("umount") or "/bin/umount"

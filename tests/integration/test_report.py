@@ -17,8 +17,7 @@ from ray.exceptions import WorkerCrashedError
 
 import raytrace_kit
 from raytrace_kit import Report, debuggable
-
-from . import conftest
+from tests import helpers
 
 
 @debuggable
@@ -128,7 +127,7 @@ def test_report_names_failures_deaths_and_findings(tmp_path: Path) -> None:
 
     # Only this test's calls: a session of the files, filtered by time, as a user would.
     session = raytrace_kit.open_session()
-    calls = [c for c in session.calls() if c.started >= conftest._test_started]
+    calls = [c for c in session.calls() if c.started >= helpers.window_start()]
     assert calls
     made = raytrace_kit.report(session)
 
@@ -181,7 +180,7 @@ def _cause_of(made: Report, suffix: str) -> str | None:
 @pytest.mark.usefixtures("ray_session")
 def test_deaths_are_explained_from_rays_own_records() -> None:
     """A SIGKILLed worker and a segfault: Ray's records say which, the report says so."""
-    since = conftest._test_started
+    since = helpers.window_start()
     with pytest.raises(WorkerCrashedError):
         ray.get(crash.remote())
     with pytest.raises(WorkerCrashedError):
@@ -207,7 +206,7 @@ def test_deaths_are_explained_from_rays_own_records() -> None:
 @pytest.mark.usefixtures("ray_session")
 def test_one_actor_serializing_the_work_is_named() -> None:
     """Calls queued on one sync actor run back to back: named. Spaced out, they are not."""
-    since = conftest._test_started
+    since = helpers.window_start()
     ledger = Ledger.remote()
     ray.get([ledger.record.remote(0.05) for _ in range(12)])  # all queued at once
     serial = [f for f in raytrace_kit.report(since=since).findings if "serializes" in f.title]
@@ -247,7 +246,7 @@ def hash_in_threads(mib: int) -> int:
 
 @pytest.mark.usefixtures("ray_session")
 def test_a_call_still_running_is_not_called_dead() -> None:
-    since = conftest._test_started
+    since = helpers.window_start()
     ref = long_step.remote(4.0)
     deadline = time.monotonic() + 30
     while not raytrace_kit.open_session().calls(function="long_step", status="interrupted"):
@@ -265,7 +264,7 @@ def test_a_call_still_running_is_not_called_dead() -> None:
 
 @pytest.mark.usefixtures("ray_session")
 def test_cpu_oversubscription_is_seen_through_the_process_cpu_time() -> None:
-    since = conftest._test_started
+    since = helpers.window_start()
     assert ray.get(hash_in_threads.remote(16)) == 8
     (call,) = raytrace_kit.open_session().calls(function="hash_in_threads")[-1:]
     assert call.process_cpu_s is not None
@@ -283,7 +282,7 @@ def test_cpu_oversubscription_is_seen_through_the_process_cpu_time() -> None:
 @pytest.mark.usefixtures("ray_session")
 def test_the_report_after_shutdown_is_of_the_run_that_ended() -> None:
     """report() with no source, after ray.shutdown() in the same script: that run's."""
-    since = conftest._test_started
+    since = helpers.window_start()
     assert ray.get(tiny.remote(41)) == 42
     ray.shutdown()
     try:
@@ -291,4 +290,4 @@ def test_the_report_after_shutdown_is_of_the_run_that_ended() -> None:
         assert made.overview["calls"] == 1
         assert made.slowest[0]["function"].endswith(".tiny")
     finally:
-        conftest.start_shared_ray()
+        helpers.start_shared_ray()

@@ -1,0 +1,253 @@
+"""What tests share besides fixtures: the Ray instance, the current test's events, and more.
+
+Fixtures are in the conftest files. Here: starting the shared Ray instance, the events of
+the current test, sockets and HTML tables as a user sees them, and local mode's comparison
+with plain Ray (the outcome of a body, and :class:`AgainstPlainRay` for tables of rows).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import ray
+
+import raytrace_kit
+from raytrace_kit import debuggable, local_mode
+
+
+def start_shared_ray() -> None:
+    """Start the session's Ray instance if it is not running (it is shared by tests)."""
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
+class _Window:
+    """When the current test started: what was written before belongs to earlier tests."""
+
+    started = ""
+
+
+def open_window() -> None:
+    """Start the current test's window (the conftest's autouse fixture calls this)."""
+    _Window.started = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def window_start() -> str:
+    """When the current test started (UTC, ISO 8601), as event timestamps are written."""
+    return _Window.started
+
+
+def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:
+    """Events of one debuggable written during the current test.
+
+    Matched by qualified name (the function, or the methods of a class), optionally of
+    one event type. Tests share one Ray session and its log directory, so events of
+    earlier tests are left out by time.
+    """
+    name = f"{function.__module__}.{function.__qualname__}"
+    since = window_start()
+    return [
+        e
+        for e in raytrace_kit.read_events()
+        if e["timestamp"] >= since
+        and (e.get("function") == name or str(e.get("function")).startswith(name + "."))
+        and (event is None or e["event"] == event)
+    ]
+
+
+def wait_for_start(target: object, function_suffix: str) -> None:
+    """Wait until a call of ``target`` ending in ``function_suffix`` has started."""
+    deadline = time.monotonic() + 30
+    while not any(e["function"].endswith(function_suffix) for e in events_of(target, "call.start")):
+        assert time.monotonic() < deadline, f"{function_suffix} never started"
+        time.sleep(0.05)
+
+
+def listening_sockets(pid: int) -> set[str]:
+    """The TCP sockets process ``pid`` listens on (from /proc, no psutil needed)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.add(fields[1])
+    return found
+
+
+def table_rows(markup: str) -> list[list[str]]:
+    """The text of each table row's cells in an HTML fragment, as a notebook shows them."""
+    from html.parser import HTMLParser  # noqa: PLC0415
+
+    rows: list[list[str]] = []
+
+    class _Rows(HTMLParser):
+        cell: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            if tag == "tr":
+                rows.append([])
+            elif tag in {"td", "th"}:
+                self.cell = []
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in {"td", "th"} and self.cell is not None and rows:
+                rows[-1].append("".join(self.cell))
+                self.cell = None
+
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    _Rows(convert_charrefs=True).feed(markup)
+    return rows
+
+
+class EventFile:
+    """One process's event file, written as the kit writes it: its encoder, its writer.
+
+    For tests of reading and reporting without Ray: ``start`` and ``end`` write a call's
+    ``call.start`` and ``call.end`` lines (the timestamp is the time of writing).
+    """
+
+    def __init__(self, directory: Path, pid: int, node: str = "ab" * 28) -> None:
+        # Imported here: the conftest imports this module, so a rename inside the kit fails
+        # only the tests that write event files.
+        from raytrace_kit._output import encode, paths  # noqa: PLC0415
+        from raytrace_kit._output.writer import EventWriter  # noqa: PLC0415
+        from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
+
+        self._encode = encode
+        self.identity = ProcessIdentity("01000000", node, f"{pid:056x}", pid, is_worker=True)
+        self.path = directory / paths.event_file_name(node, pid)
+        self.writer = EventWriter(self.path)
+        self._members: dict[str, str] = {}
+
+    def start(
+        self, call_id: str, function: str, *, actor_id: str | None = None, rss: int = 2**20
+    ) -> None:
+        """Write the ``call.start`` of a call (of an actor's method if ``actor_id`` is given)."""
+        encode = self._encode
+        kind = "actor_method" if actor_id else "task"
+        members = self._members[call_id] = encode.call_members(
+            call_id=call_id,
+            spec_fragment=encode.members({"function": function, "kind": kind}),
+            mode="ray",
+            task_id=call_id.ljust(48, "f"),
+            actor_id=actor_id,
+            identity=self.identity,
+            attempt=0,
+        )
+        figures = encode.memory_members((rss, rss // 2, rss))
+        self.writer.write(encode.call_line("call.start", "info", members, figures))
+
+    def end(
+        self, call_id: str, error: BaseException | None = None, *, seconds: float = 0.0
+    ) -> None:
+        """Write the ``call.end`` of a started call: ok, or failed with ``error``."""
+        encode = self._encode
+        figures = (2 * 2**20, 2**20, 2 * 2**20)
+        tail = encode.end_members(seconds, error, None, rss_start=2**20, figures=figures)
+        level = "info" if error is None else "error"
+        self.writer.write(encode.call_line("call.end", level, self._members[call_id], tail))
+
+    def close(self) -> None:
+        """Close the file (the process's end)."""
+        self.writer.close()
+
+
+# --- local mode against plain Ray: the same body run both ways, the same outcome ---
+
+Remote = Callable[..., Any]  # ray.remote, or debuggable(ray.remote(...)) in local mode
+Body = Callable[[], Any]
+
+
+def add(a: int, b: int) -> int:
+    """A plain task, for comparisons that need one and do not care which."""
+    return a + b
+
+
+def outcome(body: Callable[[], Any]) -> tuple[str, ...]:
+    """("value", repr(v)), or (where it raised: "submit"/"get", type, message)."""
+    stage = "submit"
+    try:
+        pending = body()
+        stage = "get"
+        return ("value", repr(pending()))
+    except Exception as error:
+        cause = getattr(error, "cause", None) or error
+        return (stage, type(cause).__name__, str(cause).split("\n")[0])
+
+
+def outcome_without_ids(body: Callable[[], Body]) -> tuple[Any, ...]:
+    """("value", v), or (where it raised: "submit"/"get", type, first line of message).
+
+    Ids and addresses in the message are replaced by placeholders: they differ between
+    the plain run and the local one.
+    """
+    stage = "submit"
+    try:
+        pending = body()
+        stage = "get"
+        return ("value", pending())
+    except Exception as error:
+        cause = getattr(error, "cause", None) or error
+        first = str(cause).split("\n")[0]
+        first = re.sub("0x[0-9a-f]+", "<address>", re.sub("[0-9a-f]{16,}", "<id>", first))
+        return (stage, type(cause).__name__, first)
+
+
+def run_row(row: Callable[..., Body], remote: Remote, tmp: Path) -> tuple[Any, ...]:
+    """The outcome of one row of an :class:`AgainstPlainRay` table, run with ``remote``."""
+    if "tmp" in row.__code__.co_varnames[: row.__code__.co_argcount]:
+        return outcome_without_ids(lambda: row(remote, tmp))
+    return outcome_without_ids(lambda: row(remote))
+
+
+def _local(target: Any) -> Any:
+    return debuggable(ray.remote(target))
+
+
+class AgainstPlainRay:
+    """A table of rows, each run with plain Ray and then in strict local mode without Ray.
+
+    A subclass named ``Test...`` lists its ``ROWS``. A row takes ``remote`` (``ray.remote``,
+    or ``debuggable(ray.remote(...))``) and, if it names one, ``tmp`` (a directory of its
+    own), submits what it tests and returns the body whose outcome counts: a value, or where
+    an exception came and its type and first line. All of a class's rows run with plain Ray
+    first (the ``plain`` fixture, in tests/integration/local/conftest.py); each then runs in
+    strict local mode *with Ray shut down*, as users run it. The two outcomes must be equal,
+    and local mode must not have started a cluster.
+    """
+
+    ROWS: ClassVar[list[Callable[..., Body]]] = []
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """One test per row, named after it."""
+        if "row" in metafunc.fixturenames:
+            metafunc.parametrize("row", self.ROWS, ids=lambda r: r.__name__)
+
+    def test_local_mode_matches_ray(
+        self, row: Callable[..., Body], plain: dict[str, tuple[Any, ...]], tmp_path: Path
+    ) -> None:
+        """The same outcome as plain Ray, in strict local mode, and no cluster started."""
+        if ray.is_initialized():
+            ray.shutdown()
+        with local_mode(strict=True):
+            local = run_row(row, _local, tmp_path)
+        assert local == plain[row.__name__]
+        assert not ray.is_initialized()
