@@ -158,6 +158,5 @@ def check_call(
 
 
 def is_generator(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` (or the async method it runs) is a generator function."""
-    original = getattr(fn, "__raytrace_method__", fn)
-    return inspect.isgeneratorfunction(original) or inspect.isasyncgenfunction(original)
+    """Whether ``fn`` is a generator function, sync or async."""
+    return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
