@@ -4,7 +4,8 @@ A two-node cluster (ray.cluster_utils.Cluster) whose second node writes to a dir
 its own, as a separate machine would. A pipeline fans out tasks to both nodes; one input
 makes a task fail there. collect() brings both nodes' files here through Ray, and
 open_session() answers: what failed, where, with which traceback; which call started which.
-The raytrace-kit command reads the same folder from a shell.
+The raytrace-kit command reads the same folder from a shell, saying first which run it
+read; sessions() lists this machine's sessions with kit records, and the default one.
 
 Run: python examples/sessions_and_collect.py   (starts its own two-node local cluster)
 """
@@ -53,6 +54,7 @@ def main() -> None:
         try:
             print(ray.get(pipeline.remote(["1", "2", "n/a", "4", "5", "6"])))
             dest = raytrace_kit.collect(Path(tmp, "collected"))
+            name = ray.get_runtime_context().get_session_name()
         finally:
             ray.shutdown()
             cluster.shutdown()
@@ -83,9 +85,17 @@ def main() -> None:
             capture_output=True,
             text=True,
             check=True,
-        ).stdout
-        print(f"$ raytrace-kit events {dest.name} --status error\n{shown}")
-        assert "ValueError" in shown
+        )
+        print(f"$ raytrace-kit events {dest.name} --status error\n{shown.stdout}")
+        print(f"(on stderr, which run it read)\n{shown.stderr}")
+        assert "ValueError" in shown.stdout
+        assert shown.stderr.startswith(f"raytrace-kit: {dest} (collected ")
+
+        # The sessions on this machine with kit records: this run's is among them.
+        listing = raytrace_kit.sessions()  # print(listing): a table, newest first
+        (this,) = [summary for summary in listing if summary.name == name]
+        print(f"{len(listing)} session(s) with kit records here; this run's: {this.calls} calls")
+        print(f"commands read by default: {listing.default.name if listing.default else None}")
 
 
 if __name__ == "__main__":

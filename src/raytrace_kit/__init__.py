@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from raytrace_kit._reports.profile_summary import ProfileSummary, profile_summary
     from raytrace_kit._reports.report import Finding, Report, report
     from raytrace_kit._reports.session import Call, Session, open_session
+    from raytrace_kit._reports.sessions import SessionSummary, sessions
     from raytrace_kit._reports.timeline import timeline
     from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
     from raytrace_kit._serialization.walk import check_serializable
@@ -89,6 +90,8 @@ _LAZY = {
     "Call": "raytrace_kit._reports.session",
     "Session": "raytrace_kit._reports.session",
     "open_session": "raytrace_kit._reports.session",
+    "SessionSummary": "raytrace_kit._reports.sessions",
+    "sessions": "raytrace_kit._reports.sessions",
     "timeline": "raytrace_kit._reports.timeline",
     "SerializationFailure": "raytrace_kit._serialization.report",
     "SerializationReport": "raytrace_kit._serialization.report",
@@ -149,6 +152,7 @@ __all__ = [
     "SerializationFailure",
     "SerializationReport",
     "Session",
+    "SessionSummary",
     "ThreadStack",
     "UsageError",
     "__version__",
@@ -170,6 +174,7 @@ __all__ = [
     "profile_summary",
     "read_events",
     "report",
+    "sessions",
     "set_local_mode",
     "stacks",
     "timeline",

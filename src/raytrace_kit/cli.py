@@ -6,20 +6,25 @@ Subcommands:
     timeline [SOURCE]   write a Chrome trace / Perfetto file of the calls
     explain [SOURCE]    what a Ray error (on stdin, or --task ID) means, and what to do
     collect             copy every node's files from a running cluster to here
+    sessions            the Ray sessions on this machine that hold kit records
 
-``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the latest Ray
-session on this machine. Exit codes: 0 done, 1 failed (the message says why), 2 bad usage,
-3 nothing to read (no such source, or no events in it).
+``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the newest Ray
+session on this machine that has kit records and belongs to this user. Each command first
+says which session, folder or cluster it read, in one line on stderr (``--quiet`` hides
+it): stdout stays the command's data, for ``--json`` and pipes. Exit codes: 0 done, 1
+failed (the message says why), 2 bad usage (and ``collect --address auto`` with several
+clusters running), 3 nothing to read (no such source, or no events in it).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +38,17 @@ def _parser() -> argparse.ArgumentParser:
         prog="raytrace-kit",
         description="Read what raytrace_kit recorded of a Ray run.",
         epilog="SOURCE: a Ray session dir, a raytrace_kit log dir, a collected dir, an event "
-        "file, or 'latest' (the default: the newest Ray session on this machine).",
+        "file, or 'latest' (the default: the newest Ray session on this machine that has "
+        "kit records and is yours; `raytrace-kit sessions` lists them).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument(
+        "-q", "--quiet", action="store_true", help="do not say which run was read (on stderr)"
+    )
+    add = functools.partial(commands.add_parser, parents=[quiet])
 
-    report = commands.add_parser("report", help="what failed, what died, where time went")
+    report = add("report", help="what failed, what died, where time went")
     report.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
     report.add_argument(
         "--html", type=Path, help="write it as one HTML file (and print its path, not the text)"
@@ -46,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--since", help="only calls started at or after this ISO 8601 time")
     report.add_argument("--until", help="only calls started before this ISO 8601 time")
 
-    events = commands.add_parser("events", help="print the events, one line each")
+    events = add("events", help="print the events, one line each")
     events.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
     events.add_argument("--function", help="only this function (or a suffix after a dot)")
     events.add_argument(
@@ -59,11 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     events.add_argument("--until", help="only events before this ISO 8601 time")
     events.add_argument("--json", action="store_true", help="JSON lines (for jq)")
 
-    timeline = commands.add_parser("timeline", help="write a Perfetto / Chrome trace file")
+    timeline = add("timeline", help="write a Perfetto / Chrome trace file")
     timeline.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
     timeline.add_argument("-o", "--output", type=Path, help="the file (default: in SOURCE)")
 
-    explain = commands.add_parser(
+    explain = add(
         "explain",
         help="say what a Ray error means and what to do",
         description="Explain a Ray error: paste its text on stdin (raytrace-kit explain < "
@@ -73,10 +84,18 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
     explain.add_argument("--task", metavar="TASK_ID", help="a task id (or its first characters)")
 
-    collect = commands.add_parser("collect", help="copy every node's files to here")
-    collect.add_argument("--address", default="auto", help="the cluster (default: auto)")
+    collect = add("collect", help="copy every node's files to here")
+    collect.add_argument(
+        "--address",
+        default="auto",
+        help="the cluster, HOST:PORT (default: auto, the one running here; with several "
+        "running, collect lists them and stops)",
+    )
     collect.add_argument("-o", "--output", type=Path, help="destination directory")
     collect.add_argument("--no-profiles", action="store_true", help="leave profile captures")
+
+    listed = add("sessions", help="the sessions on this machine that hold kit records")
+    listed.add_argument("--json", action="store_true", help="print them as JSON")
     return parser
 
 
@@ -84,25 +103,45 @@ class _NoEventsError(Exception):
     """The source exists and holds no event files (exit code 3)."""
 
 
-def _session(source: str) -> Any:
-    """The session of ``source``, which must hold event files.
+def _say(arguments: argparse.Namespace, line: Callable[[], str]) -> None:
+    """Say which run is read, on stderr: stdout stays the command's data (``--json``, pipes).
+
+    ``line`` makes the line (it counts calls): with ``--quiet`` it is never made.
+    """
+    if not arguments.quiet:
+        print(line(), file=sys.stderr, flush=True)
+
+
+def _session(arguments: argparse.Namespace) -> Any:
+    """The session of ``arguments.source``, which must hold event files; said on stderr.
 
     Raises:
         _NoEventsError: It holds none.
     """
-    import raytrace_kit  # noqa: PLC0415 -- imports Ray: not for --help
+    from raytrace_kit._reports import header  # noqa: PLC0415 -- not for --help
+    from raytrace_kit._reports.session import open_session  # noqa: PLC0415
+    from raytrace_kit._reports.sessions import choose_latest  # noqa: PLC0415
 
-    session = raytrace_kit.open_session(source)
+    choice = None
+    if arguments.source == "latest":
+        choice = choose_latest()
+        session = open_session(choice.path)
+    else:
+        session = open_session(arguments.source)
     if not session.files:
-        msg = f"no event files in {session.root}"
+        msg = (
+            f"no event files in {session.root} (`raytrace-kit sessions` lists the sessions "
+            "on this machine that have some)"
+        )
         raise _NoEventsError(msg)
+    _say(arguments, lambda: header.session_line(session, choice))
     return session
 
 
 def _events(arguments: argparse.Namespace) -> int:
     from raytrace_kit._output.lines import readable  # noqa: PLC0415
 
-    session = _session(arguments.source)
+    session = _session(arguments)
     found = session.events(
         event=arguments.event,
         function=arguments.function,
@@ -119,9 +158,7 @@ def _events(arguments: argparse.Namespace) -> int:
 def _report(arguments: argparse.Namespace) -> int:
     import raytrace_kit  # noqa: PLC0415
 
-    made = raytrace_kit.report(
-        _session(arguments.source), since=arguments.since, until=arguments.until
-    )
+    made = raytrace_kit.report(_session(arguments), since=arguments.since, until=arguments.until)
     if arguments.html is not None:
         made.save_html(arguments.html)
         print(json.dumps(made.to_dict(), indent=1) if arguments.json else arguments.html)
@@ -133,7 +170,7 @@ def _report(arguments: argparse.Namespace) -> int:
 def _timeline(arguments: argparse.Namespace) -> int:
     import raytrace_kit  # noqa: PLC0415
 
-    path = raytrace_kit.timeline(_session(arguments.source), arguments.output)
+    path = raytrace_kit.timeline(_session(arguments), arguments.output)
     print(path)
     return 0
 
@@ -142,7 +179,7 @@ def _explain(arguments: argparse.Namespace) -> int:
     from raytrace_kit._reports.explain import explain, explain_task  # noqa: PLC0415
 
     if arguments.task:
-        print(explain_task(arguments.task, _session(arguments.source)))
+        print(explain_task(arguments.task, _session(arguments)))
         return 0
     if sys.stdin.isatty():
         print(
@@ -153,8 +190,10 @@ def _explain(arguments: argparse.Namespace) -> int:
         return EXIT_USAGE
     text = sys.stdin.read()
     try:
-        session = _session(arguments.source)
-    except Exception:
+        session = _session(arguments)
+    except Exception as exc:  # the error is explained all the same, without a run's records
+        why = str(exc)
+        _say(arguments, lambda: f"raytrace-kit: no run's records read ({why})")
         session = None
     explained = explain(text, session)
     print(explained)
@@ -165,15 +204,33 @@ def _collect(arguments: argparse.Namespace) -> int:
     import ray  # noqa: PLC0415
 
     import raytrace_kit  # noqa: PLC0415
+    from raytrace_kit._reports import header, running  # noqa: PLC0415
 
+    address, how = arguments.address, "as given"
+    if os.environ.get("RAY_ADDRESS"):  # Ray connects there whatever the address: say so
+        how = "chosen by RAY_ADDRESS, which Ray prefers to --address"
+    elif address == "auto":
+        found = running.clusters(running.ray_processes() or [])
+        if len(found) > 1:
+            listing = "\n".join(header.cluster_listing(found))
+            print(
+                f"raytrace-kit collect: {len(found)} Ray clusters are running on this "
+                "machine, and --address auto would attach to one of them without saying "
+                f"which. Choose one with --address HOST:PORT:\n{listing}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        if found:  # attach to the very cluster the line will name
+            address, how = found[0].address, "the only cluster running here"
     try:
-        ray.init(address=arguments.address, log_to_driver=False, logging_level="ERROR")
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     except ConnectionError as exc:
         print(
             f"raytrace-kit collect: no Ray cluster at {arguments.address}: {exc}", file=sys.stderr
         )
         return EXIT_FAILED
     try:
+        _say(arguments, lambda: _attached(how))
         dest = raytrace_kit.collect(arguments.output, profiles=not arguments.no_profiles)
     finally:
         ray.shutdown()
@@ -186,12 +243,42 @@ def _collect(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _attached(how: str) -> str:
+    """The line naming the cluster Ray is connected to, as Ray reports it."""
+    import ray  # noqa: PLC0415
+
+    from raytrace_kit._reports import header, running  # noqa: PLC0415
+    from raytrace_kit._reports.sessions import summarize  # noqa: PLC0415
+
+    context = ray.get_runtime_context()
+    session_dir = Path(context.get_temp_dir(), context.get_session_name())
+    alive = sum(1 for node in ray.nodes() if node.get("Alive"))
+    summary = None
+    if session_dir.is_dir():  # on this machine: its drivers and their scripts
+        summary = summarize(session_dir, running.ray_processes(), [], not_driver=os.getpid())
+    return header.cluster_line(context.gcs_address, session_dir, alive, how, summary)
+
+
+def _sessions(arguments: argparse.Namespace) -> int:
+    from raytrace_kit._reports import header  # noqa: PLC0415
+    from raytrace_kit._reports.sessions import sessions  # noqa: PLC0415
+
+    listing = sessions()
+    _say(arguments, lambda: header.sessions_line(listing))
+    if arguments.json:
+        print(json.dumps([summary.to_dict() for summary in listing], indent=1))
+    elif listing:
+        print(listing)
+    return 0 if listing else EXIT_EMPTY
+
+
 _COMMANDS = {
     "report": _report,
     "events": _events,
     "timeline": _timeline,
     "explain": _explain,
     "collect": _collect,
+    "sessions": _sessions,
 }
 
 

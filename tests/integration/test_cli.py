@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,8 @@ def traced(x: int) -> int:
 def test_collect_from_the_running_cluster(tmp_path: Path) -> None:
     """`raytrace-kit collect` connects to the running cluster and copies its files."""
     ray.get(traced.remote(1))
-    done = _run("collect", "-o", str(tmp_path / "dest"))
+    address = ray.get_runtime_context().gcs_address  # other clusters may run on this machine
+    done = _run("collect", "--address", address, "-o", str(tmp_path / "dest"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == str(tmp_path / "dest")
     assert "collected" in done.stdout
@@ -139,4 +141,8 @@ def test_usage_errors_and_a_closed_pipe(tmp_path: Path) -> None:
         piped.stdout.close()  # as `head -1` does
         assert piped.wait(timeout=60) == 0
         assert piped.stderr is not None
-        assert piped.stderr.read() == b""
+        (said,) = piped.stderr.read().decode().splitlines()  # which run it read, and no more
+        first = datetime(2026, 1, 1, tzinfo=timezone.utc).astimezone()  # shown in local time
+        assert said.startswith(
+            f"raytrace-kit: {source} (event files, first event {first:%Y-%m-%d %H:%M:%S}, 1 node, "
+        )

@@ -9,7 +9,7 @@ A second run copies only what changed: an event file that grew gets its new byte
 appended (event files are append-only while their inode stays the same); a rotated or
 rewritten file is copied again; an unchanged one is skipped. What was copied from where
 is recorded in ``collect.json`` in the destination, with the nodes that could not be
-read (dead, or failed) and why.
+read (dead, or failed) and why, and the cluster it came from (address, session directory).
 """
 
 from __future__ import annotations
@@ -243,7 +243,12 @@ def collect(dest: str | os.PathLike[str] | None = None, *, profiles: bool = True
             lambda item: _copy_node(item, target, previous.get(item["node"]["NodeID"], {})), copies
         ):
             results[result["node_id"]] = result
-    record_path.write_text(json.dumps({"nodes": results}, indent=1))
+    # Which cluster it came from: `raytrace-kit` names it when it reads the folder.
+    cluster = {
+        "address": ray.get_runtime_context().gcs_address,
+        "session_dir": str(paths.session_dir()),
+    }
+    record_path.write_text(json.dumps({"cluster": cluster, "nodes": results}, indent=1))
     missing = [r for r in results.values() if r["status"] in {"dead", "failed"}]
     if missing:
         names = ", ".join(f"{r['node_id'][:12]} ({r['status']})" for r in missing)

@@ -31,6 +31,7 @@ from raytrace_kit._reports.calls import (
     unique,
 )
 from raytrace_kit._reports.listing import Calls, Events
+from raytrace_kit._reports.sessions import EVENT_GLOB, choose_latest
 from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 
 __all__ = [
@@ -38,12 +39,10 @@ __all__ = [
     "Calls",
     "Events",
     "Session",
+    "first_last_stamps",
     "instant",
     "open_session",
-    "ray_temp_root",
 ]
-
-_EVENT_GLOB = "events-*.jsonl"
 
 
 class Session:
@@ -68,7 +67,7 @@ class Session:
             ("processes", str(len(groups))),
             ("nodes", str(len(nodes))),
         ]
-        stamps = [stamp for f in self.files[:_GLANCE_FILES] for stamp in _first_last(f)]
+        stamps = [stamp for f in self.files[:_GLANCE_FILES] for stamp in first_last_stamps(f)]
         if stamps:
             rows.append(("first and last event", f"{min(stamps)}  to  {max(stamps)}"))
         rows.append(("read it", ".calls(), .events(status='error'), raytrace_kit.report(session)"))
@@ -228,8 +227,18 @@ def _size(file: Path) -> int:
         return 0
 
 
-def _first_last(file: Path) -> list[str]:
-    """The timestamps of a file's first and last lines (each starts with it)."""
+class _Stamped(msgspec.Struct):
+    timestamp: str = ""
+
+
+_STAMP = msgspec.json.Decoder(_Stamped).decode
+
+
+def first_last_stamps(file: Path) -> list[str]:
+    """The timestamps of a file's first and last lines, as written, without their offset.
+
+    The kit's lines start with theirs (UTC); a line in another shape is decoded for it.
+    """
     try:
         with file.open("rb") as handle:
             first = handle.readline()
@@ -241,6 +250,13 @@ def _first_last(file: Path) -> list[str]:
     for line in (first, last):
         if line.startswith(b'{"timestamp":"'):
             stamps.append(line[14:40].decode("ascii", "replace").replace("T", " "))
+            continue
+        try:
+            stamp = _STAMP(line).timestamp
+        except msgspec.DecodeError:
+            continue
+        if stamp:
+            stamps.append(stamp[:26].replace("T", " "))
     return stamps
 
 
@@ -308,39 +324,21 @@ def instant(value: str | datetime.datetime | None) -> str | None:
     return parsed.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds")
 
 
-def ray_temp_root() -> Path:
-    """Ray's temp root on this machine, as Ray resolves it: ``RAY_TMPDIR``, else ``/tmp/ray``."""
-    base = os.environ.get("RAY_TMPDIR")
-    return Path(base, "ray") if base else Path("/tmp/ray")  # noqa: S108 -- Ray's own default
-
-
-def _latest_session() -> Path:
-    root = ray_temp_root()
-    latest = root / "session_latest"
-    if latest.exists():
-        return latest.resolve()
-    sessions = sorted(root.glob("session_2*"), key=_mtime)
-    if not sessions:
-        msg = (
-            f"open_session('latest'): no Ray session under {root} (Ray's temp root; "
-            "RAY_TMPDIR changes it). Pass the session's directory instead."
-        )
-        raise EventsNotFoundError(msg)
-    return sessions[-1]
-
-
 def open_session(source: str | os.PathLike[str] | None = None) -> Session:
     """Open a run's records: events, calls and profiles. Ray need not be running.
 
     Args:
         source: ``None``: this process's current session (:func:`raytrace_kit.log_dir`;
             after ``ray.shutdown()``, the session that just ended).
-            ``"latest"``: the newest Ray session on this machine. A path: a Ray session
+            ``"latest"``: the newest Ray session on this machine that has kit records
+            and belongs to this user (:func:`raytrace_kit.sessions` lists them; Ray's own
+            ``session_latest`` may be a colleague's or a test suite's). A path: a Ray session
             directory, its ``logs/raytrace_kit`` directory, a directory made by
             :func:`raytrace_kit.collect`, or a single event file.
 
     Raises:
-        EventsNotFoundError: ``source`` does not exist.
+        EventsNotFoundError: ``source`` does not exist (or, for ``"latest"``, no session
+            of this user's has kit records).
 
     Returns:
         The session; nothing is read until asked (``calls()``, ``events()``...).
@@ -350,7 +348,7 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
 
         root = paths.recent_log_dir()
     elif str(source) == "latest":
-        root = _latest_session()
+        root = choose_latest().path
     else:
         root = Path(source)
     if not root.exists():
@@ -363,4 +361,4 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
         return Session(root, [root])
     kit_dir = root / "logs" / "raytrace_kit"  # a Ray session directory: only our files
     search = kit_dir if kit_dir.is_dir() else root
-    return Session(root, sorted(search.rglob(_EVENT_GLOB)), search)
+    return Session(root, sorted(search.rglob(EVENT_GLOB)), search)
