@@ -1,10 +1,11 @@
 """A report of a run: what failed and where, what died, where the time went, and what to fix.
 
 A small pipeline submits tiny tasks, waits on its calls one at a time, and one record
-fails to parse; a decoder crashes in native code and takes its worker down. explain()
-says what each error means: the failing call's traceback, and for the dead worker, why it
-died (Ray's own record of it). report() names each problem with its evidence and a fix;
-save_html() writes the same as one page.
+fails to parse; one shard takes ten times as long as the others (a straggler); a decoder
+crashes in native code and takes its worker down. explain() says what each error means:
+the failing call's traceback, and for the dead worker, why it died (Ray's own record of
+it), also from the error's text as a program logs it. report() names each problem with
+its evidence and a fix; save_html() writes the same as one page.
 
 Run: python examples/run_report.py [REPORT.html]   (starts its own local Ray)
 """
@@ -42,6 +43,13 @@ def decode(blob: bytes) -> int:
     return len(ctypes.string_at(0))  # a bug in native code: reads address 0, SIGSEGV
 
 
+@debuggable(log_args=True)  # the straggler finding then shows its arguments
+@ray.remote
+def load_shard(shard: int, seconds: float) -> int:
+    time.sleep(seconds)  # stands for reading a shard; one of them is far bigger
+    return shard
+
+
 @debuggable
 @ray.remote
 def pipeline(rows: list[str]) -> list[int]:
@@ -60,6 +68,8 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         print(ray.get(pipeline.remote(rows))[-3:])
+        shards = [load_shard.remote(i, 2.0 if i == 5 else 0.1) for i in range(8)]
+        print("shards:", ray.get(shards))
         try:
             ray.get(parse.remote(" n/a "))
         except ValueError as error:  # what it means, with the failing call's traceback
@@ -76,6 +86,8 @@ def main() -> None:
                 time.sleep(0.5)
             print(explained, "\n")
             assert "SIGSEGV" in explained.what, explained
+            logged = f"ERROR decode failed: {error}"  # as a program logs it: no class name
+            assert raytrace_kit.explain(logged).kind == explained.kind
         made = raytrace_kit.report()  # this session's records
     finally:
         ray.shutdown()
@@ -87,6 +99,9 @@ def main() -> None:
     assert any("one at a time" in title for title in titles), titles
     assert made.failures[0]["function"].endswith(".parse")
     assert any(title == "Native crashes during calls" for title in titles), titles
+    (straggler,) = [f for f in made.findings if f.kind == "straggler"]
+    assert straggler.subject.endswith(".load_shard"), straggler
+    assert "arguments ['5', '2.0']" in straggler.evidence, straggler
 
 
 if __name__ == "__main__":

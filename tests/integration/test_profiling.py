@@ -473,6 +473,17 @@ class TestMemrayStacks:
         assert external == []
         assert "build_buffer" in page
         assert "builds_in_a_task" in page
+        # The graph starts at the user's function: no frame of the kit's under the root.
+        data = json.loads(re.search(r"const packed_data = (\{.*?\});\n", page, re.S)[1])
+        nodes, strings = data["nodes"], data["strings"]
+        reachable, todo = [], list(nodes["children"][0])
+        while todo:
+            index = todo.pop()
+            reachable.append(index)
+            todo.extend(nodes["children"][index])
+        assert not [i for i in reachable if "raytrace_kit" in strings[nodes["filename"][i]]]
+        (top,) = nodes["children"][0]
+        assert strings[nodes["function"][top]] == "builds_in_a_task"
 
 
 class TestUserTrackers:

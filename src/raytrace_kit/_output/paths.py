@@ -7,6 +7,8 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
+import stat
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +26,7 @@ __all__ = [
     "profiles_dir",
     "recent_log_dir",
     "remember_session",
+    "runs_dir",
     "sanitize",
     "session_dir",
 ]
@@ -103,14 +106,46 @@ def session_dir() -> Path:
     return log_dir()
 
 
+KEEP_RUNS = 20  # runs without Ray kept in the user's directory: older ones are removed
+
+
 def _fallback_dir() -> Path:
     state = output_state.state
     if state.fallback_dir is None:
         with state.lock:
             if state.fallback_dir is None:
-                state.fallback_dir = Path(tempfile.mkdtemp(prefix="raytrace_kit-"))
+                state.fallback_dir = _new_run_dir()
                 atexit.register(_remove_if_empty, state.fallback_dir)
     return state.fallback_dir
+
+
+def runs_dir() -> Path:
+    """Where runs without Ray keep their records: one directory per user in the temp dir."""
+    return Path(tempfile.gettempdir(), f"raytrace_kit-{os.getuid()}")
+
+
+def _new_run_dir() -> Path:
+    """A directory of its own for this process's run, under :func:`runs_dir`.
+
+    Runs share one parent (mode 0700, owned by this user, not a link: else a directory of
+    its own in the temp dir), named by start time and pid so that they sort by age; all
+    but the newest :data:`KEEP_RUNS` are removed as a new one starts.
+    """
+    parent = runs_dir()
+    with contextlib.suppress(FileExistsError):
+        parent.mkdir(mode=0o700)
+    try:
+        info = parent.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise PermissionError(parent)  # planted or shared: not ours to write in
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="raytrace_kit-"))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    made = Path(tempfile.mkdtemp(prefix=f"{stamp}-{os.getpid()}-", dir=parent))
+    for old in sorted(parent.iterdir())[:-KEEP_RUNS]:
+        if old != made:
+            shutil.rmtree(old, ignore_errors=True)
+    return made
 
 
 def _remove_if_empty(directory: Path) -> None:

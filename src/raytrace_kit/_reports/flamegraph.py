@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,4 +67,48 @@ def flamegraph(path: str | os.PathLike[str], out: str | os.PathLike[str] | None 
             "profile_path or a block's p.path."
         )
         raise ProfileError(msg)
+    with contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError):
+        # A page whose data is not as this memray writes it is left as memray made it.
+        target.write_text(without_kit_frames(target.read_text(encoding="utf-8")), encoding="utf-8")
     return FlameGraph(target)
+
+
+# memray embeds the graph as `const packed_data = {...};` (Jinja's tojson).
+_PACKED = re.compile(r"(const packed_data = )(\{.*?\})(;\n)", re.DOTALL)
+_KIT_DIR = f"{os.sep}raytrace_kit{os.sep}"
+
+
+def _spliced(indexes: list[int], children: list[list[int]], kit: set[int]) -> list[int]:
+    """``indexes`` with each kit node replaced by its children (again, while they are)."""
+    out: list[int] = []
+    for index in indexes:
+        out.extend(_spliced(children[index], children, kit) if index in kit else [index])
+    return out
+
+
+def without_kit_frames(page: str) -> str:
+    """Memray's flame graph page with the kit's frames spliced out of the graph's data.
+
+    The capture starts in the kit's runner (memray records from the frame that entered the
+    tracker), so memray draws the runner's line under the root, above the user's function;
+    plain code profiled with memray starts at the user's. Each kit node is replaced by its
+    children, so the user's functions sit directly under the root with their sizes intact.
+    """
+    found = _PACKED.search(page)
+    if found is None:
+        return page
+    data = json.loads(found[2])
+    strings = data["strings"]
+    for key in ("nodes", "inverted_no_imports_nodes"):
+        nodes = data.get(key)
+        if not nodes:
+            continue
+        kit = {i for i, f in enumerate(nodes["filename"]) if _KIT_DIR in strings[f]}
+        if not kit:
+            continue
+        children = nodes["children"]
+        nodes["children"] = [_spliced(row, children, kit) for row in children]
+    packed = json.dumps(data, separators=(",", ":"))
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("'", "\\u0027")):
+        packed = packed.replace(char, escaped)  # as Jinja's tojson: safe inside <script>
+    return page[: found.start(2)] + packed + page[found.end(2) :]

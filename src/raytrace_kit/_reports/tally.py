@@ -23,6 +23,7 @@ __all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
 
 LEAK_MIN_CALLS = 5  # a process whose RSS rose over at least this many calls in a row...
 LEAK_MIN_BYTES = 32 * 2**20  # ...by at least this much in all: the leak signature
+_GREW = 2**20  # a call that grew its process by less is not named as growing it
 _BUSY_MIN_S = 0.05  # CPU against wall time means something only for calls this long
 MAX_LISTED = 1000  # task ids per failure group, interrupted calls: enough to act on
 
@@ -284,7 +285,7 @@ class _Run:
     def extend(self, call: Call, rss: int) -> None:
         self.length += 1
         self.grown = rss - self.rss_from
-        if (call.rss_growth_bytes or 0) > 0:  # the functions whose calls grew it
+        if (call.rss_growth_bytes or 0) >= _GREW:  # the functions whose calls grew it
             self.functions.add(call.function)
         self.top.append((call.rss_growth_bytes or 0, call.call_id, call.function))
         if len(self.top) > 3:  # keep the three calls that grew the process most
@@ -335,7 +336,7 @@ class LeakRun:
         grew = ", ".join(
             f"{function.rsplit('.', 1)[-1]} call {call_id} +{growth / 2**20:.0f} MiB"
             for growth, call_id, function in sorted(best.top, reverse=True)
-            if growth > 0  # only the calls that grew it are named
+            if growth >= _GREW  # only the calls that grew it are named
         )
         first = best.first
         if self.capture:
