@@ -249,10 +249,10 @@ def hash_in_threads(mib: int) -> int:
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     block = b"x" * (mib * 2**20)
-    # Sixteen threads: beside other busy processes on two cores they still get well over
+    # Sixty-four threads: beside other busy processes on two cores they still get well over
     # 1.5 CPUs (the scheduler shares by thread), so the signal holds on a busy machine.
-    with ThreadPoolExecutor(16) as pool:
-        return len(list(pool.map(lambda _: hashlib.sha256(block).digest(), range(128))))
+    with ThreadPoolExecutor(64) as pool:
+        return len(list(pool.map(lambda _: hashlib.sha256(block).digest(), range(256))))
 
 
 @pytest.mark.usefixtures("ray_session")
@@ -276,7 +276,7 @@ def test_a_call_still_running_is_not_called_dead() -> None:
 @pytest.mark.usefixtures("ray_session")
 def test_cpu_oversubscription_is_seen_through_the_process_cpu_time() -> None:
     since = helpers.window_start()
-    assert ray.get(hash_in_threads.remote(16)) == 128
+    assert ray.get(hash_in_threads.remote(16)) == 256
     (call,) = raytrace_kit.open_session().calls(function="hash_in_threads")[-1:]
     assert call.process_cpu_s is not None
     assert call.duration_s is not None

@@ -290,8 +290,8 @@ def report(
     session = source if isinstance(source, Session) else open_session(source)
     if not session.files:
         msg = (
-            f"no event files in {session.root}: nothing to report (pass 'latest' for the "
-            "newest Ray session)"
+            f"no event files in {session.root}: nothing to report (pass 'latest' for your "
+            "newest Ray session with kit records; raytrace-kit sessions lists them)"
         )
         raise EventsNotFoundError(msg)
     start, end = instant(since), instant(until)
