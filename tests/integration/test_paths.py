@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -62,8 +64,9 @@ def test_without_ray_a_stable_temp_directory() -> None:
         env=env,
     ).stdout.strip()
     path = Path(out)
-    assert path.parent == Path(tempfile.gettempdir())
-    assert path.name.startswith("raytrace_kit-")
+    # One directory per user in the temp dir, a run's own inside: start time, then pid.
+    assert path.parent == Path(tempfile.gettempdir(), f"raytrace_kit-{os.getuid()}")
+    assert re.match(r"\d{8}-\d{6}-\d+-", path.name), path.name
 
 
 @given(

@@ -271,8 +271,6 @@ def _died(
     fallback: WorkerDeath | None = None,
 ) -> Explanation:
     death = linking.death_of(call, session) or fallback
-    if death is not None:  # weighed against the memory its process held
-        death = replace(death, held=call.rss_start_bytes)
     known = _known(explained, death) if death is not None else explained
     return replace(known, call=call)
 

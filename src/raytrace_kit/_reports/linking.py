@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from raytrace_kit._output.schema import Call
@@ -144,14 +145,15 @@ def text_death(text: str) -> WorkerDeath | None:
 
 
 def death_of(call: Call, session: Session | None) -> WorkerDeath | None:
-    """Ray's record of the exit of the worker that ran ``call``."""
+    """Ray's record of the exit of the worker that ran ``call``, weighed by its memory."""
     opened = _session(session)
     if opened is None or not call.worker_id:
         return None
     logs = find_ray_logs(opened.root)
     if logs is None:
         return None
-    return worker_deaths(logs, [call.worker_id]).get(call.worker_id)
+    death = worker_deaths(logs, [call.worker_id]).get(call.worker_id)
+    return None if death is None else replace(death, held=call.rss_start_bytes)
 
 
 def still_running(pid: int | None, started: str) -> bool:
