@@ -128,6 +128,7 @@ class TestMemory:
     ) -> None:
         chart = pictures["memory"]
         x, y = axis(chart, "s"), axis(chart, "MiB")
+        assert y(300) < y(200)  # more memory is drawn higher
         (leak,) = shapes(chart, "polyline", "leak")
         (other,) = (p for p in shapes(chart, "polyline", "memory") if p is not leak)
         assert leak.get("data-pid") == "1002"
