@@ -102,7 +102,10 @@ class TestTaskStream:
         (mark,) = shapes(parse, "path", "mark kill")
         points = path_points(mark)
         assert sum(p[0] for p in points) / len(points) == pytest.approx(x(4.0), abs=1.0)
-        assert "jobs.parse started at 4.000 s in pid 1001 and never ended" in tooltip(mark)
+        assert tooltip(mark) == (
+            "jobs.parse started at 4.000 s in pid 1001 and has no end: the process is gone; "
+            "no Ray record says why"
+        )
         assert not list(shapes(lane(stream, 1002), kind="mark kill"))
 
     def test_each_call_is_a_bar_from_its_start_to_its_end(

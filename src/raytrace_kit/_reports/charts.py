@@ -112,7 +112,7 @@ def _lane(lane: dict[str, Any], y: float, x: Callable[[float], float]) -> str:
         words = f"{function} failed ({error}) at {at:.3f} s, pid {lane['pid']}"
         parts.append(svg.triangle(x(at), y - 1, words, class_="mark failure"))
     for at, function, cause in lane["kills"]:
-        words = f"{function} started at {at:.3f} s in pid {lane['pid']} and never ended: {cause}"
+        words = f"{function} started at {at:.3f} s in pid {lane['pid']} and has no end: {cause}"
         parts.append(svg.cross(x(at), middle, words, class_="mark kill"))
     return element("g", *parts, class_="lane", data_pid=lane["pid"])
 
@@ -197,7 +197,7 @@ def memory(charts: dict[str, Any]) -> str:
             )
     leaks = [lane for lane, _ in lines if lane["leak"]]
     swatch = element("line", x1=0, x2=12, y1=0, y2=0, stroke=OTHER, stroke_width=1.2)
-    legend = [(swatch, "other processes" if leaks else "a process")]
+    legend = [(swatch, "other processes" if leaks else "a process, one line each")]
     for lane in leaks:
         swatch = element("line", x1=0, x2=12, y1=0, y2=0, stroke=LEAK, stroke_width=3)
         legend.append((swatch, f"pid {lane['pid']}: grows call after call (a leak)"))

@@ -12,6 +12,7 @@ marks, at most ``2 * MARKS`` of each, spread the same way.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["LANES_DRAWN", "MARKS", "POINTS", "Lane", "lanes_data", "seconds"]
 
 POINTS = 256  # a lane keeps from POINTS to 2 * POINTS points: enough for 700 pixels
-MARKS = 64  # failures and calls without an end marked per lane, at most twice this many
+MARKS = 32  # failures and calls without an end marked per lane, at most twice this many
 LANES_DRAWN = 24  # lanes a picture draws: beyond that, lanes are too thin to read
 
 
@@ -45,7 +46,7 @@ class _Marks:
         self.count += 1
         if (self.count - 1) % self.stride or not stamp:
             return
-        self.kept.append((seconds(stamp), function, detail))
+        self.kept.append((seconds(stamp), sys.intern(function), sys.intern(detail)))
         if len(self.kept) >= 2 * MARKS:  # what stays is still every stride-th
             del self.kept[1::2]
             self.stride *= 2
@@ -86,7 +87,7 @@ class Lane:
         self.peaks.append(peak)
         self.total += calls
         if self.functions is not None:
-            self.functions.append(last.function)
+            self.functions.append(sys.intern(last.function))  # one copy of each name
         if len(self.ends) >= 2 * POINTS:
             self._halve()
 
@@ -139,7 +140,7 @@ class Lane:
             "failures": [[round(t - origin, 6), f, e] for t, f, e in self.failures.kept],
             "failure_count": self.failures.count,
             "kills": [
-                [round(t - origin, 6), f, causes.get(call_id) or "no record of why"]
+                [round(t - origin, 6), f, causes.get(call_id) or "not looked up (too many)"]
                 for t, f, call_id in self.kills.kept
             ],
             "kill_count": self.kills.count,

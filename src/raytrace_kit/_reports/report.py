@@ -115,9 +115,12 @@ def _slowest(tally: Tally, span: float) -> tuple[list[dict[str, Any]], list[dict
             "share": total / span if span > 0 else 0.0,
         })  # fmt: skip
     rows.sort(key=lambda r: -r["total_s"])
-    pictured = [r["function"] for r in rows[:SPREADS]]
-    pictured += [f for f, s in spreads.items() if s["stragglers"] and f not in pictured]
-    return rows[:10], [spreads[f] for f in pictured[:SPREADS]]
+    # Pictured: the functions with stragglers, then the slowest, in the table's order.
+    ordered = [r["function"] for r in rows]
+    straggling = {f for f in ordered if spreads[f]["stragglers"]}
+    pictured = set([f for f in ordered if f in straggling][:SPREADS])
+    pictured |= set([f for f in ordered if f not in straggling][: SPREADS - len(pictured)])
+    return rows[:10], [spreads[f] for f in ordered if f in pictured]
 
 
 def _memory(tally: Tally) -> list[dict[str, Any]]:
@@ -363,7 +366,8 @@ def _charts(tally: Tally, span: float, spreads: list[dict[str, Any]]) -> dict[st
     if not tally.last:
         return {"span_s": 0.0, "lanes": [], "lanes_not_drawn": 0, "spreads": spreads,
                 "straggler_rule": rule}  # fmt: skip
-    causes = {row["call_id"]: row.get("cause") or "" for row in tally.interrupted}
+    gone = "the process is gone; no Ray record says why"
+    causes = {row["call_id"]: row.get("cause") or gone for row in tally.interrupted}
     lanes, more = lanes_data(tally.lanes, seconds(tally.first), causes)
     return {
         "origin": tally.first,

@@ -35,6 +35,7 @@ def text(x: float, y: float, content: str, title: str = "", **attributes: object
 
 
 def n(value: float) -> str:
+    """A coordinate as an attribute says it: a tenth of a pixel is enough."""
     return f"{value:.1f}"
 
 
@@ -90,20 +91,24 @@ def time_axis(scale: Callable[[float], float], span: float, y: float) -> str:
 
 
 def timeline(charts: dict[str, Any]) -> tuple[float, Callable[[float], float]]:
+    """The run's span, and where a time (s from the run's start) is across a plot."""
     span = max(float(charts.get("span_s") or 0.0), 1e-3)
     width = WIDTH - LEFT - RIGHT
     return span, lambda t: LEFT + width * min(max(t / span, 0.0), 1.0)
 
 
 def short(name: str, chars: int = 26) -> str:
+    """A name cut to fit the margin, keeping its end (the function, not the module)."""
     return name if len(name) <= chars else "…" + name[-(chars - 1) :]
 
 
 def bar(colour: str, opacity: float = 1.0) -> str:
+    """A legend's swatch: a small rectangle."""
     return element("rect", x=0, y=-5, width=12, height=10, fill=colour, fill_opacity=opacity)
 
 
 def triangle(x: float, y: float, title: str = "", **attributes: object) -> str:
+    """A failure's mark: a red triangle pointing down at ``x``, its top at ``y``."""
     d = f"M{n(x - 4)},{n(y)} L{n(x + 4)},{n(y)} L{n(x)},{n(y + 7)} Z"
     return element(
         "path", d=d, fill=FAILED, stroke="white", stroke_width=0.5, title=title, **attributes
@@ -111,6 +116,7 @@ def triangle(x: float, y: float, title: str = "", **attributes: object) -> str:
 
 
 def cross(x: float, y: float, title: str = "", **attributes: object) -> str:
+    """The mark of a call that never ended: a cross centred on (``x``, ``y``)."""
     left, right, up, down = n(x - 4), n(x + 4), n(y - 4), n(y + 4)
     d = f"M{left},{up} L{right},{down} M{left},{down} L{right},{up}"
     return element(
@@ -119,6 +125,7 @@ def cross(x: float, y: float, title: str = "", **attributes: object) -> str:
 
 
 def duration(seconds: float) -> str:
+    """``0.2`` as ``200 ms``: a duration in the unit that reads best."""
     for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= size:
             return f"{seconds / size:g} {unit}"
