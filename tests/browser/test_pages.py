@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
+from xml.etree import ElementTree
 
 import memray
 
@@ -19,9 +20,9 @@ from tests.browser.conftest import Browser
 from tests.helpers import shapes
 
 
-def _box(shape: object) -> tuple[float, float, float, float]:
+def _box(shape: ElementTree.Element) -> tuple[float, float, float, float]:
     """The box the probe measured for a shape in the rendered page (x, y, width, height)."""
-    x, y, width, height = (float(v) for v in shape.get("data-probe-box", "").split(","))  # type: ignore[attr-defined]
+    x, y, width, height = (float(v) for v in shape.get("data-probe-box", "").split(","))
     return x, y, width, height
 
 
