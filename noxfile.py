@@ -1,8 +1,9 @@
-"""Development sessions: tests, lint, typecheck, docs, examples (``nox -l`` lists them)."""
+"""Development sessions: tests, lint, typecheck, docs, examples, browser (``nox -l`` lists them)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import nox
@@ -45,6 +46,17 @@ def docs(session: nox.Session) -> None:
     session.run("python", "docs/screenshots.py")  # pictures made from real output
     session.run("python", "docs/depgraph.py")  # the rooms and their imports, from the code
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """Render the HTML report and a flame graph in headless Chromium (Debian's, if missing)."""
+    if not any(shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")):
+        apt = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run("apt-get", "update", external=True, env=apt)
+        session.run("apt-get", "install", "-y", "chromium", external=True, env=apt)
+    session.install("-e", ".[test]")
+    session.run("pytest", "tests/browser", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -2,10 +2,12 @@
 
 - ``_static/report.svg``: ``raytrace-kit report`` of a small synthetic run, as a terminal
   shows it (rich's SVG export of the very text ``str(report)`` gives).
+- ``_static/report-html.png``: the HTML report (``save_html()``) of a synthetic run of
+  four processes, as headless Chromium renders it. Made only where a ``chromium`` binary
+  is on PATH (``nox -s browser`` installs Debian's); elsewhere the committed PNG stays.
 
-The run is written as the kit writes events (one file per process), with fixed times, so
-the picture changes only when the report does. Pictures of a browser (Perfetto, memray's
-flame graph) are not made here: no browser is available to the build.
+Each run is written as the kit writes events (one file per process), with fixed times, so
+the pictures change only when the report does.
 
 Run: python docs/screenshots.py
 """
@@ -14,7 +16,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
+import subprocess
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -70,6 +76,125 @@ def report_svg(target: Path) -> None:
         target.write_text(console.export_svg(title="raytrace-kit report"), encoding="utf-8")
 
 
+MIB = 2**20
+OTHER_NODE = "9c1d2f7a40b86e5513c2aa90f1e6d7b3c48a0e2291f5d6b7c8e9fa0b"
+RUN_START = 1795000000.0  # 2026-11-18T11:06:40Z
+
+
+class _Process:
+    """One worker process's event file of the pictured run, written call by call."""
+
+    def __init__(self, directory: Path, node: str, pid: int, rss_mib: float) -> None:
+        self.path = directory / f"events-{node[:12]}-{pid}.jsonl"
+        self.node, self.pid, self.rss = node, pid, rss_mib * MIB
+        self.clock, self.calls = 0.0, 0
+        self.lines: list[str] = []
+
+    def call(self, function: str, seconds: float, grow_mib: float = 0.0, **end: object) -> None:
+        """A call that starts now, runs ``seconds`` and ends as ``end`` says (ok by default)."""
+        self.calls += 1
+        call_id = f"{self.pid:06x}{self.calls:010x}"
+        base = {
+            "schema": 2, "call_id": call_id, "function": function,
+            "kind": "actor_method" if ".Cache." in function else "task", "mode": "ray",
+            "task_id": f"{self.pid:08x}{self.calls:08x}" + "ab" * 12 + "01000000",
+            "node_id": self.node, "worker_id": f"{self.pid:056x}", "pid": self.pid,
+            "attempt": 0,
+        }  # fmt: skip
+        self._line(self.clock, "call.start", base, rss_bytes=int(self.rss))
+        if end.pop("never_ends", False):
+            self.clock = float("inf")  # the process died during this call
+            return
+        started, self.clock = self.rss, self.clock + seconds
+        self.rss += grow_mib * MIB
+        figures = {"rss_bytes": int(self.rss), "rss_start_bytes": int(started),
+                   "rss_minus_shr_bytes": int(0.7 * self.rss)}  # fmt: skip
+        self._line(self.clock, "call.end", base, duration_s=seconds, **{"status": "ok", **end},
+                   **figures)  # fmt: skip
+        self.clock += 0.02  # the next task's scheduling
+
+    def _line(self, at: float, event: str, base: dict[str, object], **fields: object) -> None:
+        stamp = datetime.fromtimestamp(RUN_START + at, timezone.utc).isoformat(
+            timespec="microseconds"
+        )
+        line = {"timestamp": stamp, "level": "info", "event": event, **base, **fields}
+        self.lines.append(json.dumps(line) + "\n")
+
+    def close(self) -> None:
+        self.path.write_text("".join(self.lines), encoding="utf-8")
+
+
+def pictured_run(directory: Path) -> None:
+    """Write a 20 s run of four processes with something for each picture to show.
+
+    Shards load in two processes of each of two nodes; one load takes 9 s (a straggler);
+    parsing fails now and then; a cache actor keeps everything it is given (its memory
+    grows call after call); one process dies in the middle of a parse.
+    """
+    draw = random.Random(7)  # noqa: S311 -- a picture's run, the same at every build
+    bad = {"error_type": "ValueError", "status": "error", "error": "invalid literal for int()",
+           "traceback": 'Traceback (most recent call last):\n  File "/app/etl.py", line 31, '
+           "in parse_rows\n    total += int(field)\nValueError: invalid literal for int() "
+           "with base 10: 'n/a'\n"}  # fmt: skip
+    processes = [
+        _Process(directory, NODE, 3797, 310),
+        _Process(directory, NODE, 3798, 295),
+        _Process(directory, OTHER_NODE, 4120, 330),
+        _Process(directory, OTHER_NODE, 4121, 240),
+    ]
+    loaders, cache = processes[:3], processes[3]
+    for shard in range(21):
+        worker = loaders[shard % 3]
+        if worker.clock > 20:
+            continue
+        slow = shard == 7
+        worker.call("etl.load_shard", 9.0 if slow else draw.uniform(0.8, 1.6), draw.uniform(-4, 4))
+        for _ in range(draw.randint(2, 4)):
+            failing = draw.random() < 0.12
+            worker.call("etl.parse_rows", draw.uniform(0.15, 0.45), draw.uniform(-2, 2),
+                        **(bad if failing else {}))  # fmt: skip
+        if worker.pid == 4120 and worker.clock > 13:
+            worker.call("etl.parse_rows", 0.0, never_ends=True)
+    while cache.clock < 19.5:
+        cache.call("etl.Cache.put", draw.uniform(0.05, 0.12), 24.0)
+        cache.clock += draw.uniform(0.4, 0.9)
+    for process in processes:
+        process.close()
+
+
+def chromium() -> str | None:
+    """A headless-capable Chromium on PATH, if any."""
+    return next(
+        (found for name in ("chromium", "chromium-browser", "google-chrome")
+         if (found := shutil.which(name))),
+        None,
+    )  # fmt: skip
+
+
+def report_png(target: Path, browser: str) -> None:
+    """Write the HTML report of the pictured run as headless Chromium renders it."""
+    import raytrace_kit  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        run.mkdir()
+        pictured_run(run)
+        page = raytrace_kit.report(run).save_html(Path(tmp) / "report.html")
+        command = [
+            browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--user-data-dir={tmp}/profile", "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--force-device-scale-factor=1", "--window-size=980,1380",
+            f"--screenshot={target}", page.as_uri(),
+        ]  # fmt: skip
+        subprocess.run(command, check=True, capture_output=True, timeout=180)  # noqa: S603
+
+
 if __name__ == "__main__":
     report_svg(HERE / "_static" / "report.svg")
     print(HERE / "_static" / "report.svg")
+    browser = chromium()
+    if browser is None:
+        print("no chromium on PATH: _static/report-html.png stays as committed")
+    else:
+        report_png(HERE / "_static" / "report-html.png", browser)
+        print(HERE / "_static" / "report-html.png")

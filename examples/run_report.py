@@ -5,7 +5,9 @@ fails to parse; one shard takes ten times as long as the others (a straggler); a
 crashes in native code and takes its worker down. explain() says what each error means:
 the failing call's traceback, and for the dead worker, why it died (Ray's own record of
 it), also from the error's text as a program logs it. report() names each problem with
-its evidence and a fix; save_html() writes the same as one page.
+its evidence and a fix; save_html() writes the same as one page, with pictures of the
+run: calls over time per process, memory over time, and how long each function's calls
+took.
 
 Run: python examples/run_report.py [REPORT.html]   (starts its own local Ray)
 """
@@ -93,7 +95,10 @@ def main() -> None:
         ray.shutdown()
     print(made)
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp()) / "report.html"
-    print(f"the same as one page: {made.save_html(out)}")
+    page = made.save_html(out).read_text(encoding="utf-8")
+    print(f"the same as one page, with pictures: {out}")
+    for picture in ("task-stream", "memory", "spread"):
+        assert f'class="raytrace-kit-chart {picture}"' in page, picture
     titles = [finding.title for finding in made.findings]
     assert any(title.startswith("Tasks too small") for title in titles), titles
     assert any("one at a time" in title for title in titles), titles

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
+from xml.etree import ElementTree
 
 import pytest
 import ray
@@ -121,7 +122,8 @@ class EventFile:
     """One process's event file, written as the kit writes it: its encoder, its writer.
 
     For tests of reading and reporting without Ray: ``start`` and ``end`` write a call's
-    ``call.start`` and ``call.end`` lines (the timestamp is the time of writing).
+    ``call.start`` and ``call.end`` lines (the timestamp is the time of writing, or ``at``:
+    seconds since the epoch, for a run of a known shape).
     """
 
     def __init__(self, directory: Path, pid: int, node: str = "ab" * 28) -> None:
@@ -136,9 +138,16 @@ class EventFile:
         self.path = directory / paths.event_file_name(node, pid)
         self.writer = EventWriter(self.path)
         self._members: dict[str, str] = {}
+        self._rss: dict[str, int] = {}
 
     def start(
-        self, call_id: str, function: str, *, actor_id: str | None = None, rss: int = 2**20
+        self,
+        call_id: str,
+        function: str,
+        *,
+        actor_id: str | None = None,
+        rss: int = 2**20,
+        at: float | None = None,
     ) -> None:
         """Write the ``call.start`` of a call (of an actor's method if ``actor_id`` is given)."""
         encode = self._encode
@@ -152,22 +161,107 @@ class EventFile:
             identity=self.identity,
             attempt=0,
         )
+        self._rss[call_id] = rss
         figures = encode.memory_members((rss, rss // 2, rss))
-        self.writer.write(encode.call_line("call.start", "info", members, figures))
+        self.writer.write(_stamped(encode.call_line("call.start", "info", members, figures), at))
 
     def end(
-        self, call_id: str, error: BaseException | None = None, *, seconds: float = 0.0
+        self,
+        call_id: str,
+        error: BaseException | None = None,
+        *,
+        seconds: float = 0.0,
+        rss: int = 2 * 2**20,
+        at: float | None = None,
     ) -> None:
         """Write the ``call.end`` of a started call: ok, or failed with ``error``."""
         encode = self._encode
-        figures = (2 * 2**20, 2**20, 2 * 2**20)
-        tail = encode.end_members(seconds, error, None, rss_start=2**20, figures=figures)
+        figures = (rss, rss // 2, rss)
+        tail = encode.end_members(
+            seconds, error, None, rss_start=self._rss[call_id], figures=figures
+        )
         level = "info" if error is None else "error"
-        self.writer.write(encode.call_line("call.end", level, self._members[call_id], tail))
+        line = encode.call_line("call.end", level, self._members[call_id], tail)
+        self.writer.write(_stamped(line, at))
 
     def close(self) -> None:
         """Close the file (the process's end)."""
         self.writer.close()
+
+
+def _stamped(line: bytes, at: float | None) -> bytes:
+    """``line`` with its timestamp (the first member, fixed width) set to ``at``."""
+    if at is None:
+        return line
+    stamp = datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="microseconds")
+    assert line[:14] == b'{"timestamp":"', line
+    assert line[46:47] == b'"', line
+    return line[:14] + stamp.encode() + line[46:]
+
+
+# --- a run of a known shape, for the report's pictures ---
+
+KNOWN_START = datetime(2025, 6, 2, 12, 0, tzinfo=timezone.utc).timestamp()  # long gone
+MIB = 2**20
+
+
+def write_known_run(directory: Path) -> None:
+    """Write a 4.5 s run of two processes whose every picture has a known answer.
+
+    - pid 1001 (node ``aa...``) runs ``jobs.parse`` six times back to back, 0.5 s each, from
+      0 s; the fourth (1.5 s to 2.0 s) fails with ``ValueError``. A seventh starts at 4.0 s
+      and never ends (its process died). Its RSS stays at 100 MiB.
+    - pid 1002 (node ``bb...``) runs ``jobs.fetch`` six times, 0.2 s each with 0.1 s gaps,
+      but the fifth, from 1.2 s, takes 3.0 s (a straggler: the median is 0.2 s). Its RSS
+      ends each call 16 MiB higher, from 200 MiB to 296 MiB: it leaks.
+    """
+    parse = EventFile(directory, 1001, node="aa" * 28)
+    for index in range(6):
+        call, begun = f"a{index:015x}", index * 0.5
+        parse.start(call, "jobs.parse", rss=100 * MIB, at=KNOWN_START + begun)
+        error = ValueError("bad row 3") if index == 3 else None
+        parse.end(call, error, seconds=0.5, rss=100 * MIB, at=KNOWN_START + begun + 0.5)
+    parse.start(f"a{6:015x}", "jobs.parse", rss=100 * MIB, at=KNOWN_START + 4.0)
+    parse.close()
+    fetch = EventFile(directory, 1002, node="bb" * 28)
+    begun, rss = 0.0, 200 * MIB
+    for index in range(6):
+        call, took = f"b{index:015x}", 3.0 if index == 4 else 0.2
+        fetch.start(call, "jobs.fetch", rss=rss, at=KNOWN_START + begun)
+        rss += 16 * MIB
+        fetch.end(call, seconds=took, rss=rss, at=KNOWN_START + begun + took)
+        begun += took + 0.1
+    fetch.close()
+
+
+def pictures(markup: str) -> dict[str, ElementTree.Element]:
+    """The report's pictures in ``markup`` (a page, a card, a browser's DOM), by kind.
+
+    Each ``<svg class="raytrace-kit-chart KIND">`` is parsed as XML: a picture that is
+    not well formed fails here.
+    """
+    found = {}
+    for match in re.finditer(r"<svg\b[^>]*raytrace-kit-chart.*?</svg>", markup, re.DOTALL):
+        root = ElementTree.fromstring(match.group(0))  # noqa: S314 -- the kit's own output
+        found[root.get("class", "").split()[-1]] = root
+    return found
+
+
+def shapes(
+    root: ElementTree.Element, tag: str = "", kind: str = ""
+) -> Iterator[ElementTree.Element]:
+    """The elements under ``root`` (itself included) of a tag and with a class, if given."""
+    for element in root.iter():
+        if tag and element.tag.rsplit("}", 1)[-1] != tag:
+            continue
+        if kind and not set(kind.split()) <= set(element.get("class", "").split()):
+            continue
+        yield element
+
+
+def tooltip(element: ElementTree.Element) -> str:
+    """The ``<title>`` an SVG element carries (its tooltip), or ``""``."""
+    return next((child.text or "" for child in shapes(element, "title")), "")
 
 
 # --- local mode against plain Ray: the same body run both ways, the same outcome ---

@@ -1,8 +1,9 @@
 """How the kit's objects look in a notebook: one small, consistent, escaped HTML vocabulary.
 
 Every object a user looks at renders as a *card*: a bold title, a one-line summary, then
-tables or preformatted text. Everything shown is escaped; nothing is fetched from the
-network (no scripts, no fonts, no stylesheets: inline styles only).
+tables, preformatted text or pictures (inline SVG, built with :func:`element`). Everything
+shown is escaped; nothing is fetched from the network (no scripts, no fonts, no
+stylesheets: inline styles only).
 
 Code defined in notebook cells lives in files named after a hash of the cell
 (``/tmp/ipykernel_<pid>/<hash>.py``); :func:`where` names them as IPython does in
@@ -24,6 +25,7 @@ __all__ = [
     "cell_name",
     "cell_traceback",
     "code",
+    "element",
     "pre",
     "rename_cells",
     "table",
@@ -72,6 +74,25 @@ def pre(text: str) -> str:
 def code(text: str) -> str:
     """Inline code, escaped."""
     return f"<code>{html.escape(text)}</code>"
+
+
+def element(name: str, *children: str, title: str = "", **attributes: object) -> str:
+    """One element (SVG or HTML): attributes and ``title`` escaped, ``children`` markup already.
+
+    ``title`` becomes a ``<title>`` child, the tooltip a browser shows over an SVG shape.
+    An attribute ``class_`` is written ``class``, other underscores as hyphens
+    (``stroke_width`` is ``stroke-width``); ``None`` leaves an attribute out.
+
+    Example: ``element("circle", cx=4, cy=4, r=2, title="a & b")`` is
+    ``<circle cx="4" cy="4" r="2"><title>a &amp; b</title></circle>``.
+    """
+    shown = "".join(
+        f' {key.rstrip("_").replace("_", "-")}="{html.escape(str(value))}"'
+        for key, value in attributes.items()
+        if value is not None
+    )
+    inner = (f"<title>{html.escape(title)}</title>" if title else "") + "".join(children)
+    return f"<{name}{shown}>{inner}</{name}>"
 
 
 def _compiler() -> Any:

@@ -1,7 +1,8 @@
 """How a :class:`~raytrace_kit.Report` looks: rich text for terminals, HTML for notebooks.
 
 Both renderings are built from one list of sections (title, columns, rows), so the
-terminal and the notebook always show the same things.
+terminal and the notebook always show the same things; the HTML adds the pictures
+(``charts.py``) between the findings and the tables.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from raytrace_kit._html import card, cell_traceback, pre, table
+from raytrace_kit._reports.charts import pictures
 
 if TYPE_CHECKING:
     from raytrace_kit._reports.report import Report
@@ -140,7 +142,7 @@ def _print(console: Any, report: Report) -> None:
 
 
 def html_card(report: Report) -> str:
-    """The report for a notebook: the same sections as HTML tables, all escaped."""
+    """The report for a notebook: its pictures, the same sections as HTML tables, escaped."""
     parts: list[str] = []
     if report.findings:
         items = "".join(
@@ -149,6 +151,7 @@ def html_card(report: Report) -> str:
             for f in report.findings
         )
         parts.append(f"<div><b>Findings</b></div><ul>{items}</ul>")
+    parts.extend(pictures(report.charts))
     for index, (title, columns, rows) in enumerate(sections(report)):
         parts.append(f"<div><b>{html.escape(title)}</b></div>")
         parts.append(table(columns, rows))
@@ -159,7 +162,7 @@ def html_card(report: Report) -> str:
 
 
 def html_page(report: Report) -> str:
-    """One self-contained page (no scripts, no network) for ``save_html()``."""
+    """One self-contained page (no scripts, no network, inline SVG) for ``save_html()``."""
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>raytrace_kit run report'
         f"</title></head><body>{html_card(report)}</body></html>"

@@ -4,7 +4,8 @@ Sections appear only when they have something to say. Findings each carry their 
 and a fix, from the debugging method of Ray's guides: tasks too small, calls submitted and
 waited on one at a time, CPU oversubscription, retries hiding a flaky function, calls cut
 off by a dying process. ``str()`` renders for a terminal (rich), ``_repr_html_()`` for
-notebooks, ``to_dict()`` for machines, ``save_html()`` one file that renders offline.
+notebooks, with pictures drawn from ``charts`` (``charts.py``), ``to_dict()`` for machines,
+``save_html()`` one file that renders offline.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 from raytrace_kit._reports import render
 from raytrace_kit._reports.calls import distinct_processes, iter_calls
 from raytrace_kit._reports.deaths import death_finding, find_ray_logs, worker_deaths
+from raytrace_kit._reports.lanes import lanes_data
 from raytrace_kit._reports.linking import still_running
 from raytrace_kit._reports.session import Session, instant, open_session
+from raytrace_kit._reports.spread import spread
 from raytrace_kit._reports.tally import Finding, Tally, seconds
 from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 
@@ -38,6 +41,12 @@ STRAGGLER_RATIO = 5.0  # ...this many times its median...
 STRAGGLER_EXCESS_S = 1.0  # ...and this much longer: one call holds up what waits for all
 SERIAL_ACTOR_SHARE = 0.5  # an actor busy at least this share of the run...
 SERIAL_GAP_S = 0.002  # ...its calls this close (or a tenth of a call)...: it is the queue
+SPREADS = 12  # functions whose durations are pictured: the slowest ones, stragglers' too
+
+
+def straggler_floor(median: float) -> float:
+    """How long a call of a function with this median takes to be a straggler."""
+    return max(STRAGGLER_RATIO * median, median + STRAGGLER_EXCESS_S)
 
 
 @dataclass
@@ -50,6 +59,7 @@ class Report:
     slowest: list[dict[str, Any]] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    charts: dict[str, Any] = field(default_factory=dict)  # what the pictures draw
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-ready)."""
@@ -82,24 +92,35 @@ def _failures(tally: Tally) -> list[dict[str, Any]]:
     return groups
 
 
-def _slowest(tally: Tally, span: float) -> list[dict[str, Any]]:
+def _slowest(tally: Tally, span: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The slowest functions' rows, and the spreads of their durations (sorted once)."""
     rows: list[dict[str, Any]] = []
+    spreads: dict[str, dict[str, Any]] = {}
     for function, aggregate in tally.functions.items():
         if not aggregate.durations:
             continue
         durations = sorted(aggregate.durations)
-        total = math.fsum(durations)
+        total, median = math.fsum(durations), statistics.median(durations)
+        few = len(durations) < STRAGGLER_MIN_CALLS
+        spreads[function] = spread(
+            function, durations, math.inf if few else straggler_floor(median), aggregate.slowest
+        )
         rows.append({
             "function": function,
             "count": len(durations),
-            "p50_s": statistics.median(durations),
+            "p50_s": median,
             "p95_s": durations[min(len(durations) - 1, int(0.95 * len(durations)))],
             "max_s": durations[-1],
             "total_s": total,
             "share": total / span if span > 0 else 0.0,
         })  # fmt: skip
     rows.sort(key=lambda r: -r["total_s"])
-    return rows[:10]
+    # Pictured: the functions with stragglers, then the slowest, in the table's order.
+    ordered = [r["function"] for r in rows]
+    straggling = {f for f in ordered if spreads[f]["stragglers"]}
+    pictured = set([f for f in ordered if f in straggling][:SPREADS])
+    pictured |= set([f for f in ordered if f not in straggling][: SPREADS - len(pictured)])
+    return rows[:10], [spreads[f] for f in ordered if f in pictured]
 
 
 def _memory(tally: Tally) -> list[dict[str, Any]]:
@@ -137,7 +158,7 @@ def _stragglers(tally: Tally) -> list[Finding]:
         if call is None or call.duration_s is None or len(values) < STRAGGLER_MIN_CALLS:
             continue
         median, took = statistics.median(values), call.duration_s
-        if took < STRAGGLER_RATIO * median or took < median + STRAGGLER_EXCESS_S:
+        if took < straggler_floor(median):
             continue
         task = (call.task_id or "")[:16]
         where = f"task {task or '?'}, node {(call.node_id or '?')[:12]}, pid {call.pid}"
@@ -305,6 +326,7 @@ def report(
     tally.interrupted.sort(key=lambda i: i["started"])
     deaths = _deaths(session, tally)
     running = sum(row.get("state") == "running" for row in tally.interrupted)
+    slowest, spreads = _slowest(tally, span)
     overview = {
         "calls": tally.calls,
         "failed": tally.failed,
@@ -323,7 +345,7 @@ def report(
         overview=overview,
         failures=_failures(tally),
         interrupted=tally.interrupted,
-        slowest=_slowest(tally, span),
+        slowest=slowest,
         memory=_memory(tally),
         findings=[
             *_tiny_tasks(tally),
@@ -334,4 +356,24 @@ def report(
             *deaths,
             *_other_findings(tally),
         ],
+        charts=_charts(tally, span, spreads),
     )
+
+
+def _charts(tally: Tally, span: float, spreads: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the pictures draw: each process's lane over time, each function's spread."""
+    rule = f"at least {STRAGGLER_RATIO:g}x its median and {STRAGGLER_EXCESS_S:g} s over it"
+    if not tally.last:
+        return {"span_s": 0.0, "lanes": [], "lanes_not_drawn": 0, "spreads": spreads,
+                "straggler_rule": rule}  # fmt: skip
+    gone = "the process is gone; no Ray record says why"
+    causes = {row["call_id"]: row.get("cause") or gone for row in tally.interrupted}
+    lanes, more = lanes_data(tally.lanes, seconds(tally.first), causes)
+    return {
+        "origin": tally.first,
+        "span_s": span,
+        "lanes": lanes,
+        "lanes_not_drawn": more,
+        "spreads": spreads,
+        "straggler_rule": rule,
+    }

@@ -1,8 +1,9 @@
 """What a report keeps while it streams over a session's calls: aggregates, not the calls.
 
 :class:`Tally` takes each process's calls once, in the order its files have them, and
-keeps counts, per-function durations (8 bytes a call), the largest figures, and the state
-of the findings that need an order (a process's memory run, an actor's queue).
+keeps counts, per-function durations (8 bytes a call), the largest figures, the state
+of the findings that need an order (a process's memory run, an actor's queue), and each
+process's lane over time for the pictures (bounded: ``lanes.py``).
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import contextlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from raytrace_kit._output.schema import Call, Named
+from raytrace_kit._reports.lanes import Lane, seconds
 
 __all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
 
@@ -42,11 +43,6 @@ class Finding:
     fix: str
     kind: str = ""
     subject: str = ""
-
-
-def seconds(stamp: str) -> float:
-    """An event's ISO 8601 timestamp as seconds since the epoch."""
-    return datetime.fromisoformat(stamp).timestamp()
 
 
 class Function:
@@ -89,14 +85,17 @@ class Tally:
         self.busiest: tuple[float, str] = (0.0, "")
         self.actors: dict[str, ActorRun] = {}
         self.leaks: list[Finding] = []
+        self.lanes: list[Lane] = []  # what the pictures draw of each process
 
     def process(  # noqa: PLR0912, PLR0915 -- the hot loop
         self, calls: Iterator[Call], files: list[Path]
     ) -> None:
         """Take in one process's calls (its ``files``, in the order they have them)."""
         functions, names, nodes, children = self.functions, self.names, self.nodes, self.children
-        leak = LeakRun()
+        leak, lane = LeakRun(), Lane()
         first, last, count = self.first, self.last, 0
+        # The sums of the lane's next point, kept here: a local costs a fraction of a slot.
+        point_calls, point_ran, point_failed, point_peak, stride, closing = 0, 0.0, 0, -1, 1, None
         since, until = self.since, self.until
         for call in calls:
             function, status, ended = call.function, call.status, call.ended
@@ -114,8 +113,11 @@ class Tally:
                 names[call.call_id] = function
             if status == "error":
                 self._failure(call)
+                lane.failure(call)
+                point_failed += 1
             elif status == "interrupted":
                 self._interrupted(call)
+                lane.kill(call)
                 last = max(last, begun)
                 continue
             aggregate = functions.get(function)
@@ -140,6 +142,7 @@ class Tally:
                 leak.capture = call.profile_path  # memray's: its leaks view, for that finding
             rss = call.rss_end_bytes
             if rss is not None:
+                point_peak = rss if rss > point_peak else point_peak  # max() is a call
                 start = call.rss_start_bytes
                 if start is not None and (
                     aggregate.growth is None or rss - start > aggregate.growth
@@ -162,14 +165,24 @@ class Tally:
                 self.busiest = max(self.busiest, (cpu / duration, function))
             if (call.parent_call_id or call.actor_id) and ended and call.mode != "local":
                 self._timing(call, seconds(ended), duration)
+            point_calls, point_ran, closing = point_calls + 1, point_ran + duration, call
+            if point_calls >= stride:
+                lane.close(call, point_calls, point_ran, point_failed, point_peak)
+                point_calls, point_ran, point_failed, point_peak = 0, 0.0, 0, -1
+                stride = lane.stride
         self.first, self.last = first, last
+        if closing is not None and point_calls:
+            lane.close(closing, point_calls, point_ran, point_failed, point_peak)
         if count:
             self.calls += count
             self.processes += 1
             self.files_of[_prefix(call.call_id)] = files
+            lane.name(call)
+            self.lanes.append(lane)
         finding = leak.finding()
         if finding is not None:
             self.leaks.append(finding)
+            lane.leak = finding.title
 
     def name_of(self, call_id: str) -> str:
         """The function of a call, by its id: read again from its process's files if need be.
