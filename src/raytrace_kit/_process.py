@@ -78,7 +78,7 @@ class ProcessState:
 
 
 state = ProcessState()
-_registry.register(state.close, state.after_fork)
+_registry.register(state.close, state.after_fork, layer=_registry.PROCESS)
 
 
 def reset() -> None:

@@ -249,11 +249,12 @@ def patch(key: str, owner: Any, attribute: str, ours: Callable[..., Any]) -> Non
 
 def _unpatch_all() -> None:
     """Put back Ray's own where the kit's patches are still in place (for tests)."""
-    for owner, attribute, original, ours in _PATCHES.values():
+    # Newest first: two patches of one attribute unwind to Ray's own.
+    for owner, attribute, original, ours in reversed(_PATCHES.values()):
         if getattr(owner, attribute, None) is ours:
             setattr(owner, attribute, original)
     _PATCHES.clear()
 
 
 # Patches outlive a fork (what the program configured stays configured).
-_registry.register(_unpatch_all)
+_registry.register(_unpatch_all, layer=_registry.PROCESS)

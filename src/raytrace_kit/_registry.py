@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-__all__ = ["cleared_on_reset", "register", "reset"]
+__all__ = ["LOCAL", "OUTPUT", "PROCESS", "WORKER", "cleared_on_reset", "register", "reset"]
 
 
 class _Cache(Protocol):
@@ -23,31 +23,39 @@ class _Cache(Protocol):
 _C = TypeVar("_C", bound=_Cache)
 
 # Appended to at import of each owner, never rebound: the lists are the registry.
-_RESETS: list[Callable[[], None]] = []
+_RESETS: list[tuple[int, Callable[[], None]]] = []
 _AFTER_FORK: list[Callable[[], None]] = []
 
+# Layers, bottom to top: an owner resets after every owner above it (local actors end
+# before the event files they write to are closed), whatever order they were imported in.
+PROCESS, OUTPUT, WORKER, LOCAL = 0, 1, 2, 3
 
-def register(reset: Callable[[], None], after_fork: Callable[[], None] | None = None) -> None:
+
+def register(
+    reset: Callable[[], None],
+    after_fork: Callable[[], None] | None = None,
+    *,
+    layer: int,
+) -> None:
     """Register an owner of state: ``reset`` forgets it, ``after_fork`` renews it in a child.
 
-    Owners reset in the reverse order of registration (the rooms above before the ones
-    below them: local actors end before the event files they write to are closed), and
-    renew after a fork in the order of registration.
+    Owners reset from the top layer down, and renew after a fork in the order they were
+    registered (each renews only its own state).
     """
-    _RESETS.append(reset)
+    _RESETS.append((layer, reset))
     if after_fork is not None:
         _AFTER_FORK.append(after_fork)
 
 
 def cleared_on_reset(cache: _C) -> _C:
     """Register a ``functools`` cache to be cleared by :func:`reset` (a decorator)."""
-    _RESETS.append(cache.cache_clear)
+    _RESETS.append((PROCESS, cache.cache_clear))
     return cache
 
 
 def reset() -> None:
     """Close files, remove hooks, stop helpers and forget every cached value (for tests)."""
-    for forget in reversed(_RESETS):
+    for _, forget in sorted(_RESETS, key=lambda entry: -entry[0]):  # stable: top layer first
         forget()
 
 

@@ -106,10 +106,16 @@ class _NoEventsError(Exception):
 def _say(arguments: argparse.Namespace, line: Callable[[], str]) -> None:
     """Say which run is read, on stderr: stdout stays the command's data (``--json``, pipes).
 
-    ``line`` makes the line (it counts calls): with ``--quiet`` it is never made.
+    ``line`` makes the line (it counts calls): with ``--quiet`` it is never made. The line
+    never fails the command: files it cannot read (a foreign timestamp) make a shorter one.
     """
-    if not arguments.quiet:
-        print(line(), file=sys.stderr, flush=True)
+    if arguments.quiet:
+        return
+    try:
+        said = line()
+    except (ValueError, OSError, KeyError, TypeError) as exc:
+        said = f"raytrace-kit: (cannot say which run: {type(exc).__name__}: {exc})"
+    print(said, file=sys.stderr, flush=True)
 
 
 def _session(arguments: argparse.Namespace) -> Any:

@@ -59,3 +59,16 @@ def test_a_planted_link_is_not_followed(tmp_path: Path) -> None:
     assert directory.parent == tmp_path
     assert directory.name.startswith("raytrace_kit-")
     assert list(target.iterdir()) == []
+
+
+def test_a_live_runs_directory_is_never_removed(tmp_path: Path) -> None:
+    """Concurrent runs (a pool's workers) keep their records however many runs start."""
+    parent = tmp_path / f"raytrace_kit-{os.getuid()}"
+    parent.mkdir(mode=0o700)
+    live = parent / f"20000101-000000-{os.getpid()}-oldest"  # this test's own pid: alive
+    live.mkdir()
+    (live / "events-nonode-1.jsonl").write_text("{}\n")
+    made = [_run(WRITE, tmp_path) for _ in range(KEEP_RUNS + 1)]
+    assert live.exists()
+    assert made[-1].exists()
+    assert not made[0].exists()  # ended runs still go, oldest first

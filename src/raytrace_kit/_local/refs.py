@@ -18,7 +18,6 @@ import os
 import traceback
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
-from types import TracebackType
 from typing import Any
 
 import ray
@@ -26,7 +25,7 @@ from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from raytrace_kit._local import state as local_state
 from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
-from raytrace_kit._output.encode import KIT_DIR
+from raytrace_kit._output.frames import user_frames
 from raytrace_kit._ray_compat import RAY_OWN
 
 __all__ = [
@@ -105,7 +104,9 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
                 cause = error.cause
                 dual = error.as_instanceof_cause()
                 # The user's own frames, as real frames: pdb.pm() and IDEs can walk them.
-                raise dual.with_traceback(_user_frames(getattr(cause, "__traceback__", None)))
+                raise dual.with_traceback(
+                    user_frames(getattr(cause, "__traceback__", None), all_kit=True)
+                )
             raise error  # a Ray system error (ActorDiedError...), raised as Ray raises it
         if self._payload is not None:
             return self._payload.load()
@@ -148,13 +149,6 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
 
     def __repr__(self) -> str:
         return f"ObjectRef({self.hex()})"  # as Ray's: messages and logs read the same
-
-
-def _user_frames(tb: TracebackType | None) -> TracebackType | None:
-    """``tb`` without the kit's own frames at its top (where the local call was run)."""
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(KIT_DIR):
-        tb = tb.tb_next
-    return tb
 
 
 def pending_ref(future: concurrent.futures.Future[LocalRef]) -> LocalRef:

@@ -73,4 +73,4 @@ class LocalState:
 
 
 state = LocalState()
-_registry.register(state.reset, state.after_fork)
+_registry.register(state.reset, state.after_fork, layer=_registry.LOCAL)

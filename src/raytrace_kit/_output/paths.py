@@ -119,9 +119,14 @@ def _fallback_dir() -> Path:
     return state.fallback_dir
 
 
-def runs_dir() -> Path:
-    """Where runs without Ray keep their records: one directory per user in the temp dir."""
-    return Path(tempfile.gettempdir(), f"raytrace_kit-{os.getuid()}")
+def runs_dir() -> Path | None:
+    """Where runs without Ray keep their records: one directory per user in the temp dir.
+
+    ``None`` where the system has no user ids (Windows): each run then has a directory of
+    its own in the temp dir.
+    """
+    getuid = getattr(os, "getuid", None)
+    return None if getuid is None else Path(tempfile.gettempdir(), f"raytrace_kit-{getuid()}")
 
 
 def _new_run_dir() -> Path:
@@ -129,9 +134,12 @@ def _new_run_dir() -> Path:
 
     Runs share one parent (mode 0700, owned by this user, not a link: else a directory of
     its own in the temp dir), named by start time and pid so that they sort by age; all
-    but the newest :data:`KEEP_RUNS` are removed as a new one starts.
+    but the newest :data:`KEEP_RUNS` are removed as a new one starts, never one whose
+    process is alive (concurrent workers of a pool, a long local-mode run).
     """
     parent = runs_dir()
+    if parent is None:
+        return Path(tempfile.mkdtemp(prefix="raytrace_kit-"))
     with contextlib.suppress(FileExistsError):
         parent.mkdir(mode=0o700)
     try:
@@ -142,10 +150,22 @@ def _new_run_dir() -> Path:
         return Path(tempfile.mkdtemp(prefix="raytrace_kit-"))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     made = Path(tempfile.mkdtemp(prefix=f"{stamp}-{os.getpid()}-", dir=parent))
-    for old in sorted(parent.iterdir())[:-KEEP_RUNS]:
-        if old != made:
-            shutil.rmtree(old, ignore_errors=True)
+    ended = [run for run in sorted(parent.iterdir()) if run != made and not _running(run)]
+    for old in ended[: max(0, len(ended) + 1 - KEEP_RUNS)]:  # a live run is never removed
+        shutil.rmtree(old, ignore_errors=True)
     return made
+
+
+def _running(run: Path) -> bool:
+    """Whether the process a run directory is named for (``<stamp>-<pid>-...``) is alive."""
+    try:
+        pid = int(run.name.split("-")[2])
+        os.kill(pid, 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # alive, another user's (cannot be: the directory is ours)
+        return True
+    return True
 
 
 def _remove_if_empty(directory: Path) -> None:

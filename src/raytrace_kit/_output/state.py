@@ -57,4 +57,4 @@ class OutputState:
 
 
 state = OutputState()
-_registry.register(state.reset, state.after_fork)
+_registry.register(state.reset, state.after_fork, layer=_registry.OUTPUT)

@@ -18,6 +18,7 @@ id, so an interrupted call joins its worker's record.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -97,10 +98,10 @@ class WorkerDeath:
         if kind == "killed" and self.little_memory:
             return (
                 f"vanished without Python shutting down while holding only "
-                f"{(self.held or 0) / 2**20:.0f} MiB (its last record): the kernel's OOM killer "
-                "picks the largest process, so more likely a signal sent to it (kill -9, a "
-                "scheduler or container limit, ray stop --force), os._exit() in its code, or "
-                "its node lost"
+                f"{(self.held or 0) / 2**20:.0f} MiB at its last record (this call's start): "
+                "unless the call grew it, the kernel's OOM killer, which picks the largest "
+                "process, is unlikely; more likely a signal sent to it (kill -9, a scheduler "
+                "or container limit, ray stop --force), os._exit() in its code, or its node lost"
             )
         return {
             "exit": f"exited with code {self.exit_code}: sys.exit() or exit() in the process",
@@ -132,18 +133,25 @@ _LITTLE_BYTES = 2**30  # a process under this (and a tenth of the machine) is no
 
 
 def _machine_memory() -> int | None:
-    """This machine's memory (bytes), where /proc says; the report usually runs on the node."""
-    try:
-        with open("/proc/meminfo", "rb") as info:
-            return int(info.readline().split()[1]) * 1024  # "MemTotal: N kB"
-    except (OSError, ValueError, IndexError):
-        return None
+    """The memory this machine gives its processes (bytes): its total, or a cgroup's limit.
+
+    Read where the report runs, usually the node itself; in a container, the cgroup's
+    limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) is what the OOM killer uses.
+    """
+    sizes = []
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo", "rb") as info:
+        sizes.append(int(info.readline().split()[1]) * 1024)  # "MemTotal: N kB"
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        with contextlib.suppress(OSError, ValueError):
+            sizes.append(int(Path(limit).read_text().split()[0]))  # "max" is no number
+    return min(sizes) if sizes else None
 
 
 _KILLED_NOT_MEMORY_FIX = (
-    "find what sent the signal: the job scheduler's or container runtime's logs and dmesg on "
-    "that node; search the code for os._exit(; raylet.out and gcs_server.out say whether "
-    "the node itself was lost"
+    "first dmesg on that node: 'Out of memory: Killed process <pid>' means the call grew it "
+    "after all (see its memory with profile='memray'); else find what sent the signal: the "
+    "job scheduler's or container runtime's logs; search the code for os._exit(; raylet.out "
+    "and gcs_server.out say whether the node itself was lost"
 )
 _MEMORY_FIX = (
     "run fewer tasks at once per node (num_cpus= or memory= per task) or use less memory per "

@@ -285,7 +285,10 @@ def _known(explained: Explanation, death: WorkerDeath) -> Explanation:
         "oom": "the node's memory use above, and each call's rss_growth_bytes",
     }.get(death.kind)
     if death.kind == "killed" and death.little_memory:
-        check = "who sent the signal: dmesg and the scheduler's logs on the node; os._exit("
+        check = (
+            "dmesg on the node first (the call may have grown after its start), then who "
+            "sent the signal: the scheduler's logs; os._exit( in the code"
+        )
     return replace(
         explained,
         what=f"{explained.what} Ray's records: the process {death.cause}.",

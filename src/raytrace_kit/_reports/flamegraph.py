@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from raytrace_kit._html import rename_cells
+from raytrace_kit._output.frames import on_call_path
 from raytrace_kit.exceptions import ProfileError, ProfileNotFoundError
 
 __all__ = ["FlameGraph", "flamegraph"]
@@ -75,7 +76,6 @@ def flamegraph(path: str | os.PathLike[str], out: str | os.PathLike[str] | None 
 
 # memray embeds the graph as `const packed_data = {...};` (Jinja's tojson).
 _PACKED = re.compile(r"(const packed_data = )(\{.*?\})(;\n)", re.DOTALL)
-_KIT_DIR = f"{os.sep}raytrace_kit{os.sep}"
 
 
 def _spliced(indexes: list[int], children: list[list[int]], kit: set[int]) -> list[int]:
@@ -92,7 +92,8 @@ def without_kit_frames(page: str) -> str:
     The capture starts in the kit's runner (memray records from the frame that entered the
     tracker), so memray draws the runner's line under the root, above the user's function;
     plain code profiled with memray starts at the user's. Each kit node is replaced by its
-    children, so the user's functions sit directly under the root with their sizes intact.
+    children, so the user's functions sit directly under the root with their sizes (the
+    root's total still counts what the kit's own frames allocated, which is not drawn).
     """
     found = _PACKED.search(page)
     if found is None:
@@ -103,7 +104,7 @@ def without_kit_frames(page: str) -> str:
         nodes = data.get(key)
         if not nodes:
             continue
-        kit = {i for i, f in enumerate(nodes["filename"]) if _KIT_DIR in strings[f]}
+        kit = {i for i, f in enumerate(nodes["filename"]) if on_call_path(strings[f])}
         if not kit:
             continue
         children = nodes["children"]

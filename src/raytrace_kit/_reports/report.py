@@ -271,7 +271,7 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
     logs = find_ray_logs(session.root)
     rows = tally.interrupted
     deaths = worker_deaths(logs, (row["worker_id"] for row in rows)) if logs else {}
-    by_kind: dict[str, list[dict[str, Any]]] = {}
+    by_kind: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     for row in rows:
         death = deaths.get(row["worker_id"] or "")
         if death is not None:  # weighed against the memory its process held
@@ -281,10 +281,11 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
         row["cause"] = death.cause if death else ("still running, no end yet" if running else None)
         row["exit_type"] = death.exit_type if death else None
         row["fix"] = death.fix if death else None
-        if not running:
-            by_kind.setdefault(death.kind if death else "unknown", []).append(row)
+        if not running:  # one finding per cause: a small process killed is not a big one
+            key = (death.kind, death.little_memory) if death else ("unknown", False)
+            by_kind.setdefault(key, []).append(row)
     found = []
-    for kind, group in by_kind.items():
+    for (kind, _), group in by_kind.items():
         functions = ", ".join(sorted({row["function"] for row in group}))
         title, evidence, fix = death_finding(kind, len(group), functions, group[0], logs)
         found.append(Finding(title, evidence, fix, f"death_{kind}", functions))

@@ -117,8 +117,12 @@ class Session:
         decode = msgspec.json.decode
         since, until = instant(since), instant(until)
         found = Events()
-        interrupted = status == "interrupted"
-        ended: set[str] = set()  # with status="interrupted": the calls that have an end
+        # status="interrupted": the starts of the calls the per-process join finds unended.
+        wanted = (
+            {call.call_id for call in self.calls(status="interrupted")}
+            if status == "interrupted"
+            else None
+        )
         for raw in self._lines():
             try:
                 item = decode(raw)
@@ -126,17 +130,15 @@ class Session:
                 continue
             if not isinstance(item, dict):
                 continue
-            if interrupted:
-                if item.get("event") == "call.end":
-                    ended.add(str(item.get("call_id")))
-                elif item.get("event") == "call.start" and _matches(
-                    item, event, function, None, node, since, until
+            if wanted is not None:
+                if (
+                    item.get("call_id") in wanted
+                    and item.get("event") == "call.start"
+                    and (_matches(item, event, function, None, node, since, until))
                 ):
                     found.append(item)
             elif _matches(item, event, function, status, node, since, until):
                 found.append(item)
-        if interrupted:
-            found[:] = [item for item in found if str(item.get("call_id")) not in ended]
         found.sort(key=lambda item: str(item.get("timestamp", "")))
         return found
 

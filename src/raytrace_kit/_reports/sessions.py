@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,9 +45,12 @@ EVENT_GLOB = "events-*.jsonl"  # the kit's event files, rotated ones included
 
 
 def ray_temp_root() -> Path:
-    """Ray's temp root on this machine, as Ray resolves it: ``RAY_TMPDIR``, else ``/tmp/ray``."""
+    """Ray's temp root on this machine, as Ray resolves it (``RAY_TMPDIR``, ``TMPDIR``)."""
+    # As Ray 2.60's get_default_system_temp_dir: RAY_TMPDIR, else TMPDIR on Linux, else /tmp.
     base = os.environ.get("RAY_TMPDIR")
-    return Path(base, "ray") if base else Path("/tmp/ray")  # noqa: S108 -- Ray's own default
+    if base is None and sys.platform.startswith("linux"):
+        base = os.environ.get("TMPDIR")
+    return Path(base or "/tmp", "ray")  # noqa: S108 -- Ray's own default
 
 
 def session_start(name: str) -> datetime | None:

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from raytrace_kit._output.schema import Call, Named
+from raytrace_kit._reports.calls import first_line
 from raytrace_kit._reports.lanes import Lane, seconds
 
 __all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
@@ -139,7 +140,7 @@ class Tally:
             if call.kind == "task":
                 aggregate.task = True
             if call.profile_path and call.profile_path.endswith(".bin"):
-                leak.capture = call.profile_path  # memray's: its leaks view, for that finding
+                leak.seen(call.profile_path)  # memray's: its leaks view, for that finding
             rss = call.rss_end_bytes
             if rss is not None:
                 point_peak = rss if rss > point_peak else point_peak  # max() is a call
@@ -193,7 +194,7 @@ class Tally:
         name = self.names.get(call_id)
         if name is not None:
             return name
-        line = self._first_line(call_id)
+        line = first_line(self.files_of.get(_prefix(call_id), []), call_id)
         if line is not None:
             with contextlib.suppress(msgspec.DecodeError):
                 name = self.names[call_id] = _NAMED(line).function
@@ -202,26 +203,14 @@ class Tally:
 
     def start_event(self, call_id: str) -> dict[str, Any] | None:
         """A call's ``call.start`` as a dict (its ``args`` where recorded), read again."""
-        line = self._first_line(call_id)  # a process writes a call's start before its end
+        # A process writes a call's start before its end: the first line is the start.
+        line = first_line(self.files_of.get(_prefix(call_id), []), call_id)
         if line is None:
             return None
         with contextlib.suppress(msgspec.DecodeError):
             event = msgspec.json.decode(line)
             if isinstance(event, dict) and event.get("event") == "call.start":
                 return event
-        return None
-
-    def _first_line(self, call_id: str) -> bytes | None:
-        """The first line of a call in its process's files (found by its id's prefix)."""
-        needle = b'"call_id":"' + call_id.encode() + b'"'
-        for file in self.files_of.get(_prefix(call_id), []):
-            try:
-                data = file.read_bytes()
-            except OSError:
-                continue
-            at = data.find(needle)
-            if at >= 0:
-                return data[data.rfind(b"\n", 0, at) + 1 : data.find(b"\n", at) % (len(data) + 1)]
         return None
 
     def _timing(self, call: Call, end: float, duration: float) -> None:
@@ -282,7 +271,7 @@ _INTERRUPTED_KEYS = (
 class _Run:
     """Calls in a row of one process, each ending with more RSS than the one before."""
 
-    __slots__ = ("first", "functions", "grown", "length", "rss_from", "top")
+    __slots__ = ("first", "functions", "grown", "length", "rss_from", "some", "top")
 
     def __init__(self, calls: list[Call]) -> None:
         first = calls[0]
@@ -291,6 +280,7 @@ class _Run:
         self.length = 0
         self.grown = 0
         self.functions: set[str] = set()
+        self.some: set[str] = set()
         self.top: list[tuple[int, str, str]] = []
         for call in calls:
             self.extend(call, call.rss_end_bytes or 0)
@@ -298,8 +288,11 @@ class _Run:
     def extend(self, call: Call, rss: int) -> None:
         self.length += 1
         self.grown = rss - self.rss_from
-        if (call.rss_growth_bytes or 0) >= _GREW:  # the functions whose calls grew it
+        growth = call.rss_growth_bytes or 0
+        if growth >= _GREW:  # the functions whose calls grew it...
             self.functions.add(call.function)
+        elif growth > 0:  # ...or, for a slow leak of many small steps, grew it at all
+            self.some.add(call.function)
         self.top.append((call.rss_growth_bytes or 0, call.call_id, call.function))
         if len(self.top) > 3:  # keep the three calls that grew the process most
             self.top.sort(reverse=True)
@@ -313,14 +306,21 @@ class LeakRun:
     shorter runs cost a list.
     """
 
-    __slots__ = ("best", "capture", "last_rss", "run", "short")
+    __slots__ = ("best", "capture", "last_path", "last_rss", "run", "short")
 
     def __init__(self) -> None:
         self.capture: str | None = None  # the process's memray capture, if it has one
+        self.last_path = ""
         self.short: list[Call] = []  # the current run while shorter than LEAK_MIN_CALLS
         self.run: _Run | None = None  # the current run once long enough
         self.best: _Run | None = None
         self.last_rss = -1
+
+    def seen(self, path: str) -> None:
+        """A call's capture: the process's once two calls share it (a per-call one is not)."""
+        if path == self.last_path:
+            self.capture = path
+        self.last_path = path
 
     def add(self, call: Call, rss: int) -> None:
         if rss > self.last_rss and (self.short or self.run is not None):
@@ -366,12 +366,12 @@ class LeakRun:
         return Finding(
             f"Memory grows call after call: pid {first.pid} on node {(first.node_id or '?')[:12]}",
             f"RSS rose over {best.length} calls in a row, by {best.grown / 2**20:.0f} MiB in "
-            f"all, in calls of {', '.join(sorted(best.functions))}"
+            f"all, in calls of {', '.join(sorted(best.functions or best.some))}"
             + (f" (most: {grew})" if grew else "")
             + ": something keeps what each call makes",
             fix,
             "leak",
-            ", ".join(sorted(best.functions)),
+            ", ".join(sorted(best.functions or best.some)),
         )
 
 

@@ -279,7 +279,7 @@ _LIBRARY_PATHS = tuple(
 
 # Verdicts on classes: worth opening attribute by attribute? Forgotten by a reset.
 _USER_DATA_TYPES: dict[type, bool] = {}
-_registry.register(_USER_DATA_TYPES.clear)
+_registry.register(_USER_DATA_TYPES.clear, layer=_registry.OUTPUT)
 
 
 def _is_user_data(cls: type) -> bool:

@@ -162,7 +162,10 @@ class Boundary:
         state.running_calls[id(call)] = call
         if not state.parents_hooked and self.mode != "local":
             state.parents_hooked = True
-            parents.install_method_hook()  # once per process: method calls name their parent
+            try:  # once per process: method calls name their parent
+                parents.install_method_hook()
+            except Exception as exc:
+                writer.report_failure("parents", "cannot name the parents of method calls", exc)
         if spec.kind == "actor_init" and self.mode != "local":
             stack_server.serve()  # once per actor process, for stacks(handle); never raises
         if spec.options.profile is not None:

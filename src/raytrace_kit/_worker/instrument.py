@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import os
 import types
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, TypeVar
 
 from raytrace_kit._options import CallSpec, DebugOptions, qualified_name
 from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG
+from raytrace_kit._output.frames import user_frames
 from raytrace_kit._worker.boundary import run, run_async, run_async_generator, run_generator
 
 __all__ = ["instrument_class", "instrument_function"]
@@ -81,25 +81,15 @@ def _accepting_parent(wrapper: _F, original: Callable[..., Any], *, method: bool
     return wrapper
 
 
-# The kit's frames between Ray and the user's code: the wrappers here and the boundary. By
-# their ends: a wrapper pickled by value carries the driver's path for this file.
-_KIT_FILES = tuple(
-    os.path.join("raytrace_kit", "_worker", name) for name in ("instrument.py", "boundary.py")
-)
-
-
 def user_frames_first(error: BaseException) -> None:
     """Start ``error``'s traceback at the user's code, as plain Ray's starts.
 
     Ray prints a task's traceback from the first frame below its own; without this, the
     kit's wrapper and runner would be the first two. Called in the outermost wrapper,
     whose bare ``raise`` then keeps the edited traceback (Python 3.11+; 3.10 re-raises
-    the one it caught, so the kit's frames show there). Only leading frames go: a kit
-    frame below the user's (a method calling another through ``self``) is left alone.
+    the one it caught, so the kit's frames show there). Only leading frames go.
     """
-    tb = error.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename.endswith(_KIT_FILES):
-        tb = tb.tb_next
+    tb = user_frames(error.__traceback__)
     if tb is not None:
         error.__traceback__ = tb
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import cProfile
 import json
-import os
 import pstats
 import sysconfig
 import threading
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit._options import CallSpec, memray_available
-from raytrace_kit._output import encode, paths, writer
+from raytrace_kit._output import encode, frames, paths, writer
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit._worker import state as worker_state
 
@@ -91,18 +90,19 @@ def memray_options(options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-_KIT_DIR = f"{os.sep}raytrace_kit{os.sep}"
-_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+_PATHS = sysconfig.get_paths()
+_STDLIB_DIR = _PATHS["stdlib"]
+_SITE_DIRS = (_PATHS["purelib"], _PATHS["platlib"])  # under the stdlib dir in some images
 
 
 def _without_kit_rows(stats: pstats.Stats) -> pstats.Stats:
-    """The profile without the kit's own functions (its boundary, its profiler's stop).
+    """The profile without the kit's call path (its wrappers, boundary, profiler's stop).
 
     A listing then starts at the user's code, as a profile of the plain call would; the
     calls the kit's rows made keep their own times, now without a caller of the kit's.
     """
     table: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]  # pstats' own table
-    kit = {key for key in table if _KIT_DIR in key[0]}
+    kit = {key for key in table if frames.on_call_path(key[0])}
     # Built-ins and the standard library called by the kit's rows only are the kit's too
     # (a context variable reset, contextlib.suppress): the user's own code stays.
     kit |= {
@@ -116,6 +116,10 @@ def _without_kit_rows(stats: pstats.Stats) -> pstats.Stats:
         for key in kit:
             callers.pop(key, None)
     return stats
+
+
+def _in_stdlib(filename: str) -> bool:
+    return filename.startswith(_STDLIB_DIR) and not filename.startswith(_SITE_DIRS)
 
 
 class Running:

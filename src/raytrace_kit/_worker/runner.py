@@ -15,6 +15,7 @@ from raytrace_kit import _process
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output.context import PARENT_KWARG
 from raytrace_kit._worker import boundary, stack_server
+from raytrace_kit._worker.instrument import user_frames_first
 
 __all__ = ["PinnedRunner", "PinnedWorker"]
 
@@ -53,7 +54,11 @@ class PinnedRunner:
         """Run one call (Ray resolved the top-level refs in ``args`` already)."""
         spec = self._spec(_raytrace_spec)
         parent = kwargs.pop(PARENT_KWARG, None)
-        return boundary.run(spec, self.fn, args, kwargs, mode="pinned", parent=parent)
+        try:
+            return boundary.run(spec, self.fn, args, kwargs, mode="pinned", parent=parent)
+        except BaseException as error:
+            user_frames_first(error)  # Ray's text starts at the user's code
+            raise
 
     def call_generator(
         self, _raytrace_spec: int | CallSpec, *args: Any, **kwargs: Any
@@ -62,8 +67,12 @@ class PinnedRunner:
         spec = self._spec(_raytrace_spec)
         parent = kwargs.pop(PARENT_KWARG, None)
         calls = boundary.run_generator(spec, self.fn, args, kwargs, mode="pinned", parent=parent)
-        for item in calls:  # noqa: UP028 -- Ray sends into generators
-            yield item
+        try:
+            for item in calls:  # noqa: UP028 -- Ray sends into generators
+                yield item
+        except BaseException as error:
+            user_frames_first(error)
+            raise
 
     def _spec(self, key: int | CallSpec) -> CallSpec:
         return key if isinstance(key, CallSpec) else self.specs[key]

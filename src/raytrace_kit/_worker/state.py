@@ -35,4 +35,4 @@ class WorkerState:
 
 
 state = WorkerState()
-_registry.register(state.clear, state.clear)
+_registry.register(state.clear, state.clear, layer=_registry.WORKER)
