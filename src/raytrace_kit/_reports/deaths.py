@@ -221,7 +221,7 @@ def _records(path: Path, phrase: str) -> Iterable[str]:
                 current = [line] if phrase in line else None
             elif current is not None and not line.startswith("[state-dump]"):
                 current.append(line)
-    if current is not None:
+    if current is not None and current[-1].endswith("\n"):  # Ray may be writing the last
         yield "".join(current)
 
 
