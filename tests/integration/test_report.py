@@ -221,12 +221,14 @@ def test_one_actor_serializing_the_work_is_named() -> None:
     """Calls queued on one sync actor run back to back: named. Spaced out, they are not."""
     since = helpers.window_start()
     ledger = Ledger.remote()
-    ray.get([ledger.record.remote(0.05) for _ in range(12)])  # all queued at once
+    # All queued at once; calls of 0.3 s allow gaps up to 30 ms (a tenth of a call), which
+    # hold on a busy machine, where Ray's hand-over from one call to the next slows too.
+    ray.get([ledger.record.remote(0.3) for _ in range(8)])
     serial = [f for f in raytrace_kit.report(since=since).findings if "serializes" in f.title]
     assert len(serial) == 1
     assert serial[0].title.startswith("One actor serializes the work: ")
     assert serial[0].title.split(": ", 1)[1].startswith(f"{__name__}.Ledger (")
-    assert "its 12 calls ran back to back" in serial[0].evidence
+    assert "its 8 calls ran back to back" in serial[0].evidence
     assert "ray.util.ActorPool" in serial[0].fix
 
     now = datetime.now(timezone.utc)
