@@ -249,16 +249,20 @@ def long_step(seconds: float) -> float:
 
 @debuggable
 @ray.remote(num_cpus=1)
-def hash_in_threads(mib: int) -> int:
-    """Threads hashing at once: hashlib lets go of the GIL, so every CPU is busy."""
+def hash_in_threads(mib: int) -> float:
+    """Threads hashing at once (hashlib lets go of the GIL); their own CPU seconds, summed."""
     import hashlib  # noqa: PLC0415
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     block = b"x" * (mib * 2**20)
-    # Sixty-four threads: beside other busy processes on two cores they still get well over
-    # 1.5 CPUs (the scheduler shares by thread), so the signal holds on a busy machine.
-    with ThreadPoolExecutor(64) as pool:
-        return len(list(pool.map(lambda _: hashlib.sha256(block).digest(), range(256))))
+
+    def hash_block(_: int) -> float:
+        started = time.thread_time()
+        hashlib.sha256(block).digest()
+        return time.thread_time() - started
+
+    with ThreadPoolExecutor(4) as pool:
+        return sum(pool.map(hash_block, range(32)))
 
 
 @pytest.mark.usefixtures("ray_session")
@@ -281,19 +285,19 @@ def test_a_call_still_running_is_not_called_dead() -> None:
 
 @pytest.mark.usefixtures("ray_session")
 def test_cpu_oversubscription_is_seen_through_the_process_cpu_time() -> None:
-    since = helpers.window_start()
-    assert ray.get(hash_in_threads.remote(16)) == 256
+    """A library's threads show in the call's process CPU time, not in its thread's.
+
+    CPU time only (no wall time): on a busy machine the threads get fewer cores, but the
+    CPU they use is theirs. The finding's rule over such records is in
+    tests/unit/test_tally.py.
+    """
+    pool_cpu = ray.get(hash_in_threads.remote(16))
     (call,) = raytrace_kit.open_session().calls(function="hash_in_threads")[-1:]
     assert call.process_cpu_s is not None
-    assert call.duration_s is not None
     assert call.cpu_s is not None
-    assert call.cpu_s < 0.5 * call.duration_s  # the calling thread mostly waits...
-    assert call.process_cpu_s > 1.5 * call.duration_s  # ...while two threads hash
-    (finding,) = [
-        f for f in raytrace_kit.report(since=since).findings if f.kind == "cpu_oversubscription"
-    ]
-    assert finding.subject.endswith(".hash_in_threads")
-    assert "OMP_NUM_THREADS" in finding.fix
+    assert pool_cpu > 0.2
+    assert call.process_cpu_s >= 0.95 * pool_cpu  # every thread's CPU is in the call's...
+    assert call.cpu_s < 0.25 * pool_cpu  # ...while the calling thread mostly waits
 
 
 @pytest.mark.usefixtures("ray_session")

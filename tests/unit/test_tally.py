@@ -12,7 +12,12 @@ from raytrace_kit._process import ProcessIdentity
 NODE = "ab" * 28
 
 
-def _write(directory: Path, pid: int, calls: list[tuple[str, str, str | None, float]]) -> None:
+def _write(
+    directory: Path,
+    pid: int,
+    calls: list[tuple[str, str, str | None, float]],
+    process_cpu: float | None = None,
+) -> None:
     """One process's file: (call id, function, parent call id, seconds) per call, in turn."""
     identity = ProcessIdentity("01000000", NODE, f"{pid:02d}" * 28, pid, is_worker=True)
     writer = EventWriter(directory / f"events-{NODE[:12]}-{pid}.jsonl")
@@ -31,7 +36,9 @@ def _write(directory: Path, pid: int, calls: list[tuple[str, str, str | None, fl
         writer.write(
             encode.call_line("call.start", "info", members, encode.memory_members(figures))
         )
-        tail = encode.end_members(seconds, None, None, rss_start=figures[0], figures=figures)
+        tail = encode.end_members(
+            seconds, None, None, rss_start=figures[0], figures=figures, process_cpu_s=process_cpu
+        )
         writer.write(encode.call_line("call.end", "info", members, tail))
     writer.close()
 
@@ -56,3 +63,23 @@ def test_a_parent_read_before_its_children_is_still_named(tmp_path: Path) -> Non
     assert "Calls submitted and waited on one at a time by jobs.driver_loop" in titles
     assert made.overview["calls"] == 7
     assert made.overview["processes"] == 2
+
+
+class TestCpuOversubscription:
+    """More CPU than wall time in a call: several threads per call, one CPU asked for."""
+
+    def test_a_call_busy_on_three_cpus_is_named(self, tmp_path: Path) -> None:
+        """Process CPU 3 s in 1 s of wall time: the finding, its subject and its fix."""
+        _write(tmp_path, 1000, [("cccccccccc000001", "jobs.train", None, 1.0)], process_cpu=3.0)
+        (finding,) = [
+            f for f in raytrace_kit.report(tmp_path).findings if f.kind == "cpu_oversubscription"
+        ]
+        assert finding.subject == "jobs.train"
+        assert "up to 3.0 CPUs" in finding.evidence
+        assert "OMP_NUM_THREADS" in finding.fix
+
+    def test_a_call_within_its_cpu_is_not(self, tmp_path: Path) -> None:
+        """1.2 CPUs (a thread of the library's, briefly) is below the rule's 1.5."""
+        _write(tmp_path, 1000, [("cccccccccc000002", "jobs.train", None, 1.0)], process_cpu=1.2)
+        made = raytrace_kit.report(tmp_path)
+        assert not [f for f in made.findings if f.kind == "cpu_oversubscription"]
