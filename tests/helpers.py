@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -21,6 +23,18 @@ import ray
 
 import raytrace_kit
 from raytrace_kit import debuggable, local_mode
+
+
+def run_cli(*arguments: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``python -m raytrace_kit ARGUMENTS`` as a user runs it: a real subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "raytrace_kit", *arguments],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def start_shared_ray() -> None:

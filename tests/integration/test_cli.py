@@ -15,16 +15,6 @@ from raytrace_kit import debuggable
 from tests import helpers
 
 
-def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "raytrace_kit", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def _session(tmp_path: Path) -> Path:
     lines = [
         {"timestamp": "2026-01-01T00:00:00.000000+00:00", "level": "info", "event": "call.start",
@@ -44,21 +34,21 @@ def _session(tmp_path: Path) -> Path:
 def test_events_readable_and_json(tmp_path: Path) -> None:
     """One readable line per event; --status filters; --json gives lines jq can read."""
     source = _session(tmp_path)
-    shown = _run("events", str(source), "--status", "error")
+    shown = helpers.run_cli("events", str(source), "--status", "error")
     assert shown.returncode == 0, shown.stderr
     (line,) = shown.stdout.splitlines()
     assert "call.end" in line
     assert "jobs.parse" in line
     assert "1.500s" in line
     assert "ValueError: bad row 7" in line
-    as_json = _run("events", str(source), "--json", "--function", "load")
+    as_json = helpers.run_cli("events", str(source), "--json", "--function", "load")
     assert [json.loads(x)["call_id"] for x in as_json.stdout.splitlines()] == ["c2"]
 
 
 def test_timeline_writes_the_file(tmp_path: Path) -> None:
     source = _session(tmp_path)
     out = tmp_path / "trace.json"
-    done = _run("timeline", str(source), "-o", str(out))
+    done = helpers.run_cli("timeline", str(source), "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out)
     slices = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
@@ -67,14 +57,14 @@ def test_timeline_writes_the_file(tmp_path: Path) -> None:
 
 def test_exit_codes_and_messages(tmp_path: Path) -> None:
     """Missing or empty source: 3, saying which; bad usage: 2; --help: 0."""
-    missing = _run("events", str(tmp_path / "nowhere"))
+    missing = helpers.run_cli("events", str(tmp_path / "nowhere"))
     assert missing.returncode == 3
     assert "nowhere" in missing.stderr
-    empty = _run("events", str(tmp_path))
+    empty = helpers.run_cli("events", str(tmp_path))
     assert empty.returncode == 3
     assert "no event files" in empty.stderr
-    assert _run().returncode == 2
-    helped = _run("events", "--help")
+    assert helpers.run_cli().returncode == 2
+    helped = helpers.run_cli("events", "--help")
     assert helped.returncode == 0
     assert "--status" in helped.stdout
 
@@ -100,11 +90,11 @@ def test_collect_from_the_running_cluster(tmp_path: Path) -> None:
     """`raytrace-kit collect` connects to the running cluster and copies its files."""
     ray.get(traced.remote(1))
     address = ray.get_runtime_context().gcs_address  # other clusters may run on this machine
-    done = _run("collect", "--address", address, "-o", str(tmp_path / "dest"))
+    done = helpers.run_cli("collect", "--address", address, "-o", str(tmp_path / "dest"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == str(tmp_path / "dest")
     assert "collected" in done.stdout
-    shown = _run("events", str(tmp_path / "dest"), "--function", "traced", "--json")
+    shown = helpers.run_cli("events", str(tmp_path / "dest"), "--function", "traced", "--json")
     mine = [
         json.loads(x)
         for x in shown.stdout.splitlines()
@@ -116,7 +106,7 @@ def test_collect_from_the_running_cluster(tmp_path: Path) -> None:
 def test_usage_errors_and_a_closed_pipe(tmp_path: Path) -> None:
     """A bad time or an ambiguous task id is bad usage (2); `| head` ends quietly (0)."""
     source = _session(tmp_path)
-    bad = _run("report", str(source), "--since", "19:28")
+    bad = helpers.run_cli("report", str(source), "--since", "19:28")
     assert bad.returncode == 2
     assert "'19:28' is not an ISO 8601 time" in bad.stderr
     lines = [
@@ -128,7 +118,7 @@ def test_usage_errors_and_a_closed_pipe(tmp_path: Path) -> None:
     (tmp_path / "events-abababababab-8.jsonl").write_text(
         "".join(json.dumps(line) + "\n" for line in lines * 3000)
     )
-    ambiguous = _run("explain", str(source), "--task", "abcd")
+    ambiguous = helpers.run_cli("explain", str(source), "--task", "abcd")
     assert ambiguous.returncode == 2
     assert "matches 3 tasks" in ambiguous.stderr
     with subprocess.Popen(

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests import helpers
+
 TASK = "8da829ddee095f21ffffffffffffffffffffffff01000000"
-
-
-def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "raytrace_kit", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _session(tmp_path: Path) -> Path:
@@ -40,7 +30,7 @@ def _session(tmp_path: Path) -> Path:
 
 def test_interrupted_calls_are_listed_by_their_start(tmp_path: Path) -> None:
     """--status interrupted: the call.start of each call that has no end, and only those."""
-    shown = _run("events", str(_session(tmp_path)), "--status", "interrupted", "--json")
+    shown = helpers.run_cli("events", str(_session(tmp_path)), "--status", "interrupted", "--json")
     assert shown.returncode == 0, shown.stderr
     assert [json.loads(x)["call_id"] for x in shown.stdout.splitlines()] == ["c2"]
 
@@ -48,11 +38,11 @@ def test_interrupted_calls_are_listed_by_their_start(tmp_path: Path) -> None:
 def test_a_line_names_the_task_that_explain_takes(tmp_path: Path) -> None:
     """Each call line shows its task id and attempt; explain --task takes that id."""
     source = _session(tmp_path)
-    shown = _run("events", str(source), "--status", "error")
+    shown = helpers.run_cli("events", str(source), "--status", "error")
     assert shown.returncode == 0, shown.stderr
     (line,) = shown.stdout.splitlines()
     assert f"task={TASK[:16]} attempt=1" in line
-    explained = _run("explain", str(source), "--task", TASK[:16])
+    explained = helpers.run_cli("explain", str(source), "--task", TASK[:16])
     assert explained.returncode == 0, explained.stderr
     assert explained.stdout.startswith("ValueError in a task: Your code raised ValueError in ")
     assert "jobs.parse" in explained.stdout
@@ -61,7 +51,7 @@ def test_a_line_names_the_task_that_explain_takes(tmp_path: Path) -> None:
 def test_report_html_prints_the_files_path_not_the_text(tmp_path: Path) -> None:
     """--html writes the page and prints where; the text report stays out of the way."""
     out = tmp_path / "run.html"
-    shown = _run("report", str(_session(tmp_path)), "--html", str(out))
+    shown = helpers.run_cli("report", str(_session(tmp_path)), "--html", str(out))
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.strip() == str(out)
     page = out.read_text()

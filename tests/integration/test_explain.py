@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -120,17 +118,6 @@ def _explained_until(error: BaseException, words: str, timeout: float = 20.0) ->
         time.sleep(0.5)
 
 
-def _cli(*arguments: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "raytrace_kit", *arguments],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 @pytest.mark.usefixtures("ray_session")
 def test_a_worker_death_is_explained_with_rays_record_of_it() -> None:
     """WorkerCrashedError says nothing of why; explain() finds the call and Ray's record."""
@@ -150,15 +137,17 @@ def test_a_worker_death_is_explained_with_rays_record_of_it() -> None:
 
     # From a shell: by the task's id, the one call and its cause; the error's text on stdin.
     assert call.task_id is not None
-    by_task = _cli("explain", str(session.root), "--task", call.task_id[:16])
+    by_task = helpers.run_cli("explain", str(session.root), "--task", call.task_id[:16])
     assert by_task.returncode == 0, by_task.stderr
     assert "crashed in native code: SIGSEGV" in by_task.stdout
     printed = "".join(traceback.format_exception(raised.value))  # as the user saw it
-    pasted = _cli("explain", str(session.root), stdin=printed)
+    pasted = helpers.run_cli("explain", str(session.root), stdin=printed)
     assert pasted.returncode == 0, pasted.stderr
     assert pasted.stdout.startswith("Worker died:")
     # As programs log it: str(error), which names no class; the same explanation.
-    logged = _cli("explain", str(session.root), stdin=f"ERROR step 3 failed: {raised.value}")
+    logged = helpers.run_cli(
+        "explain", str(session.root), stdin=f"ERROR step 3 failed: {raised.value}"
+    )
     assert logged.returncode == 0, logged.stderr
     assert logged.stdout.startswith("Worker died:")
     assert f"  - {call.function} (pid {call.pid}" in logged.stdout
@@ -176,18 +165,18 @@ def test_an_error_text_is_explained_like_the_error() -> None:
     assert from_text.call.function.endswith(".parse_row")
     assert "    return int(text)" in str(from_text)
 
-    shown = _cli("explain", str(raytrace_kit.open_session().root), stdin=printed)
+    shown = helpers.run_cli("explain", str(raytrace_kit.open_session().root), stdin=printed)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("ValueError in a task: Your code raised ValueError in ")
     assert "    return int(text)" in shown.stdout
 
 
 def test_explain_command_usage_and_exit_codes(tmp_path: Path) -> None:
-    not_ray = _cli("explain", str(tmp_path), stdin="KeyError: 'k'\n")
+    not_ray = helpers.run_cli("explain", str(tmp_path), stdin="KeyError: 'k'\n")
     assert not_ray.returncode == 1
     assert not_ray.stdout.startswith("Not a Ray error:")
     (tmp_path / "events-abababababab-7.jsonl").write_text("")
-    missing = _cli("explain", str(tmp_path), "--task", "feedbeef")
+    missing = helpers.run_cli("explain", str(tmp_path), "--task", "feedbeef")
     assert missing.returncode == 3
     assert "no call of task 'feedbeef'" in missing.stderr
 
