@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import MIB, run, write_session  # the writer of benchmarks/report.py
+from report import MIB, compare, write_session  # the writer of benchmarks/report.py
 
 
 def variants(session: Path) -> dict[str, list[str]]:
@@ -62,24 +62,8 @@ def main() -> None:
             f"in {len(files)} files, written in {time.perf_counter() - started:.1f} s",
             flush=True,
         )
-        commands = variants(session)
-        names = list(commands)
-        results: dict[str, list[tuple[float, int]]] = {name: [] for name in names}
-        run(commands["sessions"])  # warm the page cache: every variant reads the same bytes
-        for round_number in range(args.rounds):
-            shift = round_number % len(names)
-            for name in names[shift:] + names[:shift]:
-                results[name].append(run(commands[name]))
-        print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'peak MiB':>10}{'vs sessions':>13}")
+        results = compare(variants(session), args.rounds, "sessions")
         base = statistics.median(s for s, _ in results["sessions"])
-        for name in names:
-            seconds = [s for s, _ in results[name]]
-            peak = max(p for _, p in results[name])
-            median = statistics.median(seconds)
-            print(
-                f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{peak / MIB:>10.0f}"
-                f"{median / base:>12.2f}x"
-            )
         floor = statistics.median(s for s, _ in results["sessions (again)"]) / base
         line = statistics.median(s for s, _ in results["report"]) - statistics.median(
             s for s, _ in results["report --quiet"]

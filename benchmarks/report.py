@@ -117,6 +117,34 @@ def run(command: list[str]) -> tuple[float, int]:
     return seconds, usage.ru_maxrss * 1024
 
 
+def compare(
+    commands: dict[str, list[str]], rounds: int, base: str
+) -> dict[str, list[tuple[float, int]]]:
+    """Run each variant ``rounds`` times in rotating order; print medians, peaks, ratios.
+
+    Returns each variant's (seconds, peak bytes) per round.
+    """
+    names = list(commands)
+    results: dict[str, list[tuple[float, int]]] = {name: [] for name in names}
+    run(commands[base])  # warm the page cache: every variant reads the same bytes
+    for round_number in range(rounds):
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            results[name].append(run(commands[name]))
+    ratio = f"vs {base}"
+    print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'peak MiB':>10}{ratio:>14}")
+    base_median = statistics.median(s for s, _ in results[base])
+    for name in names:
+        seconds = [s for s, _ in results[name]]
+        peak = max(p for _, p in results[name])
+        median = statistics.median(seconds)
+        print(
+            f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{peak / MIB:>10.0f}"
+            f"{median / base_median:>13.2f}x"
+        )
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=500_000)
@@ -133,24 +161,8 @@ def main() -> None:
             f"written in {time.perf_counter() - started:.1f} s",
             flush=True,
         )
-        commands = variants(session)
-        names = list(commands)
-        results: dict[str, list[tuple[float, int]]] = {name: [] for name in names}
-        run(commands["report"])  # warm the page cache: every variant reads the same bytes
-        for round_number in range(args.rounds):
-            shift = round_number % len(names)
-            for name in names[shift:] + names[:shift]:
-                results[name].append(run(commands[name]))
-        print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'peak MiB':>10}{'vs report':>11}")
+        results = compare(variants(session), args.rounds, "report")
         base = statistics.median(s for s, _ in results["report"])
-        for name in names:
-            seconds = [s for s, _ in results[name]]
-            peak = max(p for _, p in results[name])
-            median = statistics.median(seconds)
-            print(
-                f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{peak / MIB:>10.0f}"
-                f"{median / base:>10.2f}x"
-            )
         floor = statistics.median(s for s, _ in results["report (again)"]) / base
         print(f"\nnoise floor (report again / report): {floor:.3f}")
         print("targets: report <= 3 s and <= 256 MiB peak (start-up included)")
