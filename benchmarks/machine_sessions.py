@@ -24,11 +24,10 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from report import MIB, compare, write_session  # the writer of benchmarks/report.py
+from report import compare, write_and_say  # the writer and comparison of report.py
 
 
 def variants(session: Path) -> dict[str, list[str]]:
@@ -53,15 +52,7 @@ def main() -> None:
         session = Path(tmp, "ray", "session_2026-11-25_09-00-00_000000_4242")
         directory = session / "logs" / "raytrace_kit"
         directory.mkdir(parents=True)
-        started = time.perf_counter()
-        write_session(directory, args.calls)
-        files = sorted(directory.glob("events-*.jsonl*"))
-        size = sum(f.stat().st_size for f in files)
-        print(
-            f"session: {args.calls:,} calls ({2 * args.calls:,} events), {size / MIB:.0f} MiB "
-            f"in {len(files)} files, written in {time.perf_counter() - started:.1f} s",
-            flush=True,
-        )
+        write_and_say(directory, args.calls)
         results = compare(variants(session), args.rounds, "sessions")
         base = statistics.median(s for s, _ in results["sessions"])
         floor = statistics.median(s for s, _ in results["sessions (again)"]) / base

@@ -117,6 +117,19 @@ def run(command: list[str]) -> tuple[float, int]:
     return seconds, usage.ru_maxrss * 1024
 
 
+def write_and_say(directory: Path, calls: int) -> None:
+    """Write the session into ``directory`` and say how big it is and how long it took."""
+    started = time.perf_counter()
+    write_session(directory, calls)
+    files = sorted(directory.glob("events-*.jsonl*"))
+    size = sum(f.stat().st_size for f in files)
+    print(
+        f"session: {calls:,} calls ({2 * calls:,} events), {size / MIB:.0f} MiB in "
+        f"{len(files)} files, written in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
+
+
 def compare(
     commands: dict[str, list[str]], rounds: int, base: str
 ) -> dict[str, list[tuple[float, int]]]:
@@ -152,15 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         session = Path(tmp)
-        started = time.perf_counter()
-        write_session(session, args.calls)
-        files = sorted(session.glob("events-*.jsonl*"))
-        size = sum(f.stat().st_size for f in files)
-        print(
-            f"session: {args.calls} calls, {size / MIB:.0f} MiB in {len(files)} files, "
-            f"written in {time.perf_counter() - started:.1f} s",
-            flush=True,
-        )
+        write_and_say(session, args.calls)
         results = compare(variants(session), args.rounds, "report")
         base = statistics.median(s for s, _ in results["report"])
         floor = statistics.median(s for s, _ in results["report (again)"]) / base
