@@ -48,13 +48,12 @@ class ActiveCall:
         "thread",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 -- positional: built once per call, on the hot path
         self,
         spec_fields: dict[str, str],
         spec_fragment: str,
         mode: str,
         owner: int | None,
-        *,
         local_actor_id: str | None = None,
         local_attempt: int = 0,
         parent: str | None = None,
@@ -77,9 +76,8 @@ class ActiveCall:
         """Read the Ray ids of the running task and render the shared JSON members."""
         self.call_id = _process.new_call_id()
         if self.mode != "local":  # "ray", or "pinned" (a Ray actor task)
-            identity = self.identity = _process.process_identity()
-            self.task_id, self.actor_id, self.attempt = _process.call_ids()
-            self.task_name = _process.task_name()
+            identity = self.identity = _process.state.worker_identity or _process.process_identity()
+            self.task_id, self.actor_id, self.attempt, self.task_name = _process.running_task()
         else:  # local mode: no Ray task behind the call; ids of its own, as Ray's would be
             identity = self.identity = _process.local_identity()
             self.actor_id = self.local_actor_id

@@ -27,6 +27,7 @@ parts fixed for a callable or a process rendered once. Other events go through
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -36,7 +37,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit import _process
+from raytrace_kit import _process, _registry
 from raytrace_kit._output import state as output_state
 
 if TYPE_CHECKING:
@@ -149,16 +150,30 @@ def call_members(
     task name is the user's, so it is encoded. ``parent`` is :func:`parent_token` of the
     call during which this one was submitted.
     """
-    name = "null" if task_name is None else _ENCODER.encode(task_name)
-    parent_call, _, parent_task = (parent or "").partition("/")
+    # Inline conditionals, not _quoted(): this runs on every call.
+    name = "null" if task_name is None else _task_name_json(task_name)
+    if parent:
+        parent_call, _, parent_task = parent.partition("/")
+        parents = f'"parent_call_id":"{parent_call}",' + (
+            f'"parent_task_id":"{parent_task}",' if parent_task else '"parent_task_id":null,'
+        )
+    else:
+        parents = '"parent_call_id":null,"parent_task_id":null,'
+    task = "null" if task_id is None else f'"{task_id}"'
+    actor = "null" if actor_id is None else f'"{actor_id}"'
     return (
-        f'"call_id":"{call_id}","parent_call_id":{_quoted(parent_call or None)},'
-        f'"parent_task_id":{_quoted(parent_task or None)},'
-        f'{spec_fragment},"mode":"{mode}",'
-        f'"task_id":{_quoted(task_id)},"task_name":{name},"actor_id":{_quoted(actor_id)},'
+        f'"call_id":"{call_id}",{parents}{spec_fragment},"mode":"{mode}",'
+        f'"task_id":{task},"task_name":{name},"actor_id":{actor},'
         f"{_identity_members(identity)},"
         f'"attempt":{"null" if attempt is None else int(attempt)}'
     )
+
+
+@_registry.cleared_on_reset
+@functools.lru_cache(maxsize=1024)
+def _task_name_json(name: str) -> str:
+    """A task name as JSON: the user's text, escaped (a handful per process, so cached)."""
+    return _ENCODER.encode(name)
 
 
 def _number(value: int | None) -> str:
@@ -178,10 +193,12 @@ def memory_members(figures: tuple[int | None, int | None, int | None] | None = N
     ``figures`` are :func:`raytrace_kit._process.memory_figures`, read now if not given.
     """
     rss, private, max_rss = _process.memory_figures() if figures is None else figures
-    return (
-        f',"rss_bytes":{_number(rss)},"rss_minus_shr_bytes":{_number(private)},'
-        f'"max_rss_bytes":{_number(max_rss)}'
-    )
+    if rss is None or private is None or max_rss is None:
+        return (
+            f',"rss_bytes":{_number(rss)},"rss_minus_shr_bytes":{_number(private)},'
+            f'"max_rss_bytes":{_number(max_rss)}'
+        )
+    return f',"rss_bytes":{rss},"rss_minus_shr_bytes":{private},"max_rss_bytes":{max_rss}'
 
 
 def end_members(

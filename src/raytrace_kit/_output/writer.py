@@ -105,7 +105,12 @@ class EventWriter:
             max_bytes = self._limits[0]
             if max_bytes and self._size + len(line) > max_bytes and self._size:
                 fd = self._rotate(fd)
-            self._append(fd, line)
+            # Raising, os.write wrote nothing: there is no part of the line to fence off.
+            written = os.write(fd, line)  # all of it, but for a full disk or a signal
+            self._size += written
+            if written < len(line):
+                self._append(fd, line, written)
+            self._cut = False
         if self._reopened:  # outside the lock: a warnings hook may log through us
             reason, self._reopened = self._reopened, ""
             report_failure(
@@ -114,8 +119,9 @@ class EventWriter:
                 FileNotFoundError(errno.ENOENT, reason, str(self.path)),
             )
 
-    def _append(self, fd: int, line: bytes) -> None:
-        view = memoryview(line)
+    def _append(self, fd: int, line: bytes, written: int) -> None:
+        """``line`` from its byte ``written`` on (after a short write, or all of it)."""
+        view = memoryview(line)[written:]
         try:
             while view:
                 written = os.write(fd, view)
@@ -157,7 +163,7 @@ class EventWriter:
                 "pid": os.getpid(),
             }
         )
-        self._append(fd, line)
+        self._append(fd, line, 0)
         return fd
 
     def _rotate(self, fd: int) -> int:
@@ -248,7 +254,11 @@ def emit(event: str, level: str, fields: dict[str, Any]) -> None:
 
 def emit_call(event: str, level: str, call: ActiveCall, tail: str = "") -> None:
     """Write ``call.start`` / ``call.end`` (the hot path: pre-rendered members)."""
-    write_line(encode.call_line(event, level, call.fragment, tail), call.identity)
+    line = encode.call_line(event, level, call.fragment, tail)
+    try:
+        (output_state.state.worker_writer or _writer(call.identity)).write(line)
+    except Exception as exc:
+        report_failure("write-events", "cannot write the event file", exc)
 
 
 def report_failure(key: str, what: str, exc: BaseException) -> None:

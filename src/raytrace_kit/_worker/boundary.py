@@ -8,7 +8,6 @@ through untouched. Sync, generator, async and async-generator calls each have a 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import time
@@ -29,64 +28,6 @@ __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator"
 _T = TypeVar("_T")
 
 
-def _begin(  # noqa: PLR0917 -- private, called from one place
-    spec: CallSpec,
-    owner: int | None,
-    mode: str,
-    actor_id: str | None,
-    attempt: int,
-    parent: str | None,
-    arguments: tuple[tuple[Any, ...], dict[str, Any], tuple[str, ...]] | None = None,
-) -> ActiveCall | None:
-    try:
-        if parent is None and mode == "local":  # submitted synchronously from its parent
-            parent = parent_token(CURRENT_CALL.get())
-        call = ActiveCall(
-            spec.fields,
-            spec.fragment,
-            mode,
-            owner,
-            local_actor_id=actor_id,
-            local_attempt=attempt,
-            parent=parent,
-        )
-        if spec.options.log:
-            call.capture()
-            figures = _process.memory_figures()
-            call.rss_start = figures[0]
-            tail = encode.memory_members(figures)
-            if arguments is not None:  # log_args=True: the user asked for them
-                tail += encode.args_members(*arguments)
-            writer.emit_call("call.start", "info", call, tail)
-    except Exception as exc:
-        writer.report_failure("begin-call", "cannot instrument the call", exc)
-        return None
-    return call
-
-
-def _end(
-    spec: CallSpec,
-    call: ActiveCall | None,
-    exc: BaseException | None,
-    extra: str = "",
-    cpu: tuple[float, float] | None = None,
-) -> None:
-    if call is None or not spec.options.log:
-        return
-    try:
-        duration = time.perf_counter() - call.started
-        cpu_s, process_cpu_s = cpu if cpu is not None else (None, None)
-        tail = (
-            encode.end_members(
-                duration, exc, cpu_s, rss_start=call.rss_start, process_cpu_s=process_cpu_s
-            )
-            + extra
-        )
-        writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
-    except Exception as exc2:
-        writer.report_failure("end-call", "cannot record the end of the call", exc2)
-
-
 class Boundary:
     """The one error boundary around a call, usable in sync, generator and async code.
 
@@ -99,6 +40,7 @@ class Boundary:
         "arguments",
         "attempt",
         "call",
+        "cpu",
         "cpu_started",
         "mode",
         "owner",
@@ -132,12 +74,11 @@ class Boundary:
         self.mode = mode
         self.actor_id = actor_id
         self.attempt = attempt  # local mode's own retries; Ray's come from Ray
-        # The CPU time of the thread, for calls that hold one thread from start to end;
+        # The CPU clocks at the start, for calls that hold one thread from start to end;
         # None for async calls and generators, whose thread runs other code in between.
         # Both clocks: the thread's, and the process's (all threads: a library's own too).
-        self.cpu_started: tuple[float, float] | None = (
-            (time.thread_time(), time.process_time()) if cpu and spec.options.log else None
-        )
+        self.cpu_started: tuple[float, float | None] | None = None
+        self.cpu = cpu
 
     def __enter__(self) -> None:
         """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code.
@@ -147,17 +88,32 @@ class Boundary:
         frame that was on the stack when tracking started and has returned since, so a
         tracker entered in a helper would record empty stacks.
         """
-        self.tracker = self._begin()
-
-    def _begin(self) -> Any:
-        spec = self.spec
-        self.call = call = _begin(
-            spec, self.owner, self.mode, self.actor_id, self.attempt, self.parent, self.arguments
-        )
+        spec, mode = self.spec, self.mode
+        try:
+            parent = self.parent
+            if parent is None and mode == "local":  # submitted synchronously from its parent
+                parent = parent_token(CURRENT_CALL.get())
+            call = ActiveCall(
+                spec.fields, spec.fragment, mode, self.owner, self.actor_id, self.attempt, parent
+            )
+            if spec.options.log:
+                call.capture()
+                rss, private, max_rss, thread, process = _process.call_figures(process_cpu=self.cpu)
+                call.rss_start = rss
+                if self.cpu:
+                    self.cpu_started = (thread, process)
+                tail = encode.memory_members((rss, private, max_rss))
+                if self.arguments is not None:  # log_args=True: the user asked for them
+                    tail += encode.args_members(*self.arguments)
+                writer.emit_call("call.start", "info", call, tail)
+        except Exception as exc:
+            writer.report_failure("begin-call", "cannot instrument the call", exc)
+            call = None
+        self.call = call
         self.token = CURRENT_CALL.set(call)
-        self.profile = None
+        self.profile = self.tracker = None
         if call is None:
-            return None
+            return
         state = worker_state.state
         state.running_calls[id(call)] = call
         if not state.parents_hooked and self.mode != "local":
@@ -173,9 +129,8 @@ class Boundary:
                 self.profile = profilers.start_call(spec, call)
             except Exception as exc:
                 writer.report_failure("profile", "cannot start the profiler", exc)
-                return None
-            return None if self.profile is None else self.profile.tracker
-        return None
+                return
+            self.tracker = None if self.profile is None else self.profile.tracker
 
     def not_tracked(self, exc: BaseException) -> Any:
         """Memray's tracker could not start: the call runs unprofiled, and says why.
@@ -204,21 +159,45 @@ class Boundary:
     def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
         # A generator resumed from another context cannot reset there: the var belongs
         # to that context and is discarded with it.
-        with contextlib.suppress(ValueError, RuntimeError):
+        try:  # noqa: SIM105 -- contextlib.suppress costs two Python calls per call
             CURRENT_CALL.reset(self.token)
-        if self.call is not None:
-            worker_state.state.running_calls.pop(id(self.call), None)
+        except (ValueError, RuntimeError):
+            pass
+        call = self.call
+        if call is not None:
+            worker_state.state.running_calls.pop(id(call), None)
         tail = ""
         if self.profile is not None:
             try:
                 tail = self.profile.finish(exc)
             except Exception as error:
                 writer.report_failure("profile-end", "cannot finish the profile", error)
-        started = self.cpu_started
-        cpu = None
-        if started is not None:
-            cpu = (time.thread_time() - started[0], time.process_time() - started[1])
-        _end(self.spec, self.call, exc, tail, cpu)
+        if call is None or not self.spec.options.log:
+            return
+        try:
+            started = self.cpu_started
+            rss, private, max_rss, thread, process = _process.call_figures(
+                process_cpu=started is not None
+            )
+            cpu_s = process_cpu_s = None
+            if started is not None:
+                cpu_s = thread - started[0]
+                if process is not None and started[1] is not None:
+                    process_cpu_s = process - started[1]
+            tail = (
+                encode.end_members(
+                    time.perf_counter() - call.started,
+                    exc,
+                    cpu_s,
+                    rss_start=call.rss_start,
+                    figures=(rss, private, max_rss),
+                    process_cpu_s=process_cpu_s,
+                )
+                + tail
+            )
+            writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
+        except Exception as error:
+            writer.report_failure("end-call", "cannot record the end of the call", error)
 
 
 # The runners: one per kind of call, each only what its kind needs. ``tracker.__enter__()``
