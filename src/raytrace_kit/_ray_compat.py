@@ -6,13 +6,17 @@ Everything else in the package uses Ray's public API only.
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import ray
 import ray._private.object_ref_generator
 import ray._private.utils
+import ray._private.worker
 import ray.cloudpickle
+import ray.util
 from ray.actor import ActorClass
 from ray.remote_function import RemoteFunction
 
@@ -29,21 +33,22 @@ __all__ = [
     "actor_location",
     "actor_method_class",
     "actor_method_submit",
+    "actor_subclass",
     "attribute_owner",
     "check_function_size",
     "connection_key",
     "current_actor_id",
-    "current_attempt",
-    "current_task_id",
-    "current_task_name",
+    "current_task",
     "default_options_of",
     "is_kit_remote",
     "is_worker_process",
+    "machine_resources",
     "mark_kit_remote",
     "patch",
     "patched",
     "python_class_of",
     "python_function_of",
+    "ray_remote",
     "ray_worker",
     "remote_name",
 ]
@@ -54,6 +59,13 @@ CloudPickler: Any = ray.cloudpickle.CloudPickler
 
 # What ray.get of a num_returns="dynamic" call's ref gives: its refs, iterable, with len().
 DynamicObjectRefGenerator: Any = ray._private.object_ref_generator.DynamicObjectRefGenerator
+
+
+# Ray's own ray.remote, from the module that defines it: the public name may be replaced
+# later (tracing agents wrap it; so may a user's own instrumentation), and the kit, which
+# makes remote functions and actor classes of its own, must not go through a wrapper that
+# could call the kit again.
+ray_remote: Any = ray._private.worker.remote
 
 
 def check_function_size(pickled: bytes, name: str, kind: str) -> None:
@@ -124,20 +136,21 @@ def is_worker_process() -> bool:
     return bool(_global_worker().mode == ray.WORKER_MODE)
 
 
-def current_task_id() -> str | None:
-    """The id of the task running in this thread, in hex (``None`` outside tasks).
+def current_task() -> tuple[str | None, int, str | None]:
+    """``(task id in hex, attempt number, Ray's name)`` of the task running in this thread.
 
-    ``ray.get_runtime_context().get_task_id()`` gives the same id but builds a context
-    object each time; this runs on every instrumented call.
+    Read straight from Ray's worker: ``ray.get_runtime_context()`` builds a context object
+    each time, and has no getter for the attempt; this runs on every instrumented call.
+    The task id is ``None`` outside tasks; the name is ``.options(name=...)``, else the
+    function's.
     """
-    task = _global_worker().current_task_id
-    return None if task.is_nil() else task.hex()
-
-
-def current_task_name() -> str | None:
-    """Ray's name for the running task (``.options(name=...)``, else the function's)."""
-    name = _global_worker().current_task_name
-    return name or None
+    worker = _global_worker()
+    task = worker.current_task_id
+    return (
+        None if task.is_nil() else task.hex(),
+        int(worker.core_worker.get_current_task_attempt_number()),
+        worker.current_task_name or None,
+    )
 
 
 def current_actor_id() -> str | None:
@@ -180,6 +193,38 @@ def actor_location(actor_id: str) -> tuple[str, str | None, int]:
 def python_function_of(remote_function: Any) -> Callable[..., Any]:
     """The Python function a ``RemoteFunction`` was made from (``_function``)."""
     return remote_function._function  # type: ignore[no-any-return]
+
+
+def actor_subclass(cls: type) -> type:
+    """A fresh subclass of ``cls``, the one ``ray.remote(cls)`` would run (``_modify_class``).
+
+    Ray runs an actor as an instance of its own subclass of the user's class (adding
+    ``__ray_ready__``, ``__ray_call__``, ``__ray_terminate__``); ``ray.remote`` takes a class
+    that already is one as it is. The kit instruments that subclass, so an actor's class,
+    its MRO and the ``__init_subclass__`` hooks run are exactly plain Ray's. A class that is
+    one already (``__ray_actor_class__``) gets a plain subclass: never the user's own.
+    """
+    made: type = ray.actor._modify_class(cls)
+    if made is cls:
+        made = types.new_class(cls.__name__, (cls,))
+        made.__module__ = cls.__module__
+    return made
+
+
+@_registry.cleared_on_reset
+@functools.cache
+def machine_resources() -> dict[str, float]:
+    """``ray.cluster_resources()`` of a one-node cluster of this machine, started now.
+
+    Ray's own reckoning, as ``ray.init()`` makes it: CPUs, GPUs, memory, object store
+    memory, and the node's ``node:<ip>`` and head resources.
+    """
+    from ray._private.resource_and_label_spec import ResourceAndLabelSpec  # noqa: PLC0415
+
+    spec = ResourceAndLabelSpec().resolve(
+        is_head=True, node_ip_address=ray.util.get_node_ip_address()
+    )
+    return {name: float(amount) for name, amount in spec.to_resource_dict().items()}
 
 
 def python_class_of(actor_class: Any) -> type:

@@ -11,7 +11,7 @@ import signal
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import ray
@@ -172,6 +172,94 @@ class TestActorsAsPlainRay:
         ray.kill(kit)
 
 
+class Counted:
+    """A base whose __init_subclass__ counts the classes made from it in this process."""
+
+    made: ClassVar[list[str]] = []
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        Counted.made.append(cls.__qualname__)
+        super().__init_subclass__(**kwargs)
+
+
+class ClassFacts(Counted):
+    """What a method sees of its own class, in the actor's process."""
+
+    def facts(self) -> tuple[Any, ...]:
+        return (
+            type(self).__qualname__,
+            [klass.__qualname__ for klass in type(self).__mro__],
+            list(Counted.made),
+            isinstance(self, ClassFacts),
+        )
+
+
+class TestActorClassAsPlainRay:
+    """The actor's class, subclassing, and Ray's own ray.remote: as plain Ray has them."""
+
+    def test_same_class_mro_and_subclass_hooks(self) -> None:
+        """The instance's class, its MRO and the __init_subclass__ runs are Ray's own."""
+        plain = ray.remote(ClassFacts).remote()
+        kit = debuggable(ray.remote(ClassFacts)).remote()
+        expected = ray.get(plain.facts.remote())
+        assert ray.get(kit.facts.remote()) == expected
+        assert expected[3] is True
+        ray.kill(plain)
+        ray.kill(kit)
+
+    def test_subclassing_refused_as_ray_refuses(self) -> None:
+        """Subclassing one: Ray's ActorClassInheritanceException, with its message."""
+
+        def subclass(base: Any) -> None:
+            class Derived(base):  # type: ignore[misc,valid-type]
+                pass
+
+        expected = outcome(lambda: subclass(ray.remote(Adder)))
+        assert outcome(lambda: subclass(debuggable(ray.remote(Adder)))) == expected
+        assert expected[1] == "ActorClassInheritanceException"
+
+    def test_submits_through_rays_own_remote(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With ray.remote replaced by a wrapper that routes back to the kit, calls work.
+
+        Whole-program instrumentation (and tracing agents) replace the public name; the
+        kit, which makes remote functions of its own, must use Ray's.
+        """
+        original = ray.remote
+        routed: list[Any] = []
+
+        def route(*args: Any, **kwargs: Any) -> Any:
+            routed.append(args)
+            made = original(*args, **kwargs)
+            return debuggable(made) if args and not kwargs else made
+
+        monkeypatch.setattr(ray, "remote", route)
+        doubled = ray.remote(double)
+        assert ray.get(doubled.remote(21)) == 42
+        assert len(routed) == 1  # the user's own decoration only
+        assert [e["status"] for e in events_of(double, "call.end")] == ["ok"]
+
+
+def submit_from_a_thread(x: int) -> int:
+    """A task whose own thread submits a child: the thread has none of the call's context."""
+    box: list[int] = []
+    thread = threading.Thread(target=lambda: box.append(ray.get(DOUBLE.remote(x))))
+    thread.start()
+    thread.join()
+    return box[0]
+
+
+class TestParentsAcrossThreads:
+    """A call submitted from a thread that user code started inside a call names it."""
+
+    def test_child_of_a_user_thread_names_the_call(self) -> None:
+        parent = debuggable(ray.remote(submit_from_a_thread))
+        assert ray.get(parent.remote(4)) == 8
+        (started,) = events_of(submit_from_a_thread, "call.start")
+        (child,) = events_of(double, "call.start")
+        assert child["parent_call_id"] == started["call_id"]
+        assert child["parent_task_id"] == started["task_id"]
+
+
 class Adder:
     def __init__(self, k: int) -> None:
         self.k = k
@@ -182,6 +270,9 @@ class Adder:
 
 def double(x: int) -> int:
     return 2 * x
+
+
+DOUBLE = debuggable(ray.remote(double))
 
 
 class TestDags:

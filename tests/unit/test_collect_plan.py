@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
-from raytrace_kit._driver.collect import _plan, _same_directory
+from raytrace_kit._driver.collect import _list_node, _plan, _same_directory, _unanswered
 
 ROOT = "/var/ray/session_1/logs/raytrace_kit"
 
@@ -53,3 +54,30 @@ def test_plan_appends_to_grown_files_and_skips_unchanged(tmp_path: Path) -> None
         ("profiles/f.prof", 0, 100),
     ]
     assert record["events-a-2.jsonl"] == {"inode": 2, "size": 5}
+
+
+def test_a_node_whose_raylet_does_not_answer_is_reported_without_a_task(tmp_path: Path) -> None:
+    """A node killed without warning: its raylet's closed port says so, and no task waits.
+
+    Ray still counts such a node alive until its health checks fail (15 s by default).
+    """
+    with socket.socket() as probe:  # a port that was open a moment ago, closed now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    node = {"NodeID": "e" * 56, "NodeManagerAddress": "127.0.0.1", "NodeManagerPort": port}
+    listed = _list_node(node, profiles=False, dest=tmp_path)  # Ray is not even running
+    assert listed["node"] is node
+    assert f"raylet at 127.0.0.1:{port} does not answer (ConnectionRefusedError" in listed["error"]
+
+
+def test_a_node_whose_raylet_answers_is_asked(tmp_path: Path) -> None:
+    """A raylet that accepts the connection: the node is then asked through a task."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        node = {
+            "NodeID": "f" * 56,
+            "NodeManagerAddress": "127.0.0.1",
+            "NodeManagerPort": server.getsockname()[1],
+        }
+        assert _unanswered(node) is None

@@ -30,6 +30,8 @@ class DebuggableActorClass(Debuggable, Generic[_T]):
     _kind = "actor class"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if _is_class_statement(args, kwargs):  # class Derived(debuggable(ray.remote(Base))):
+            _subclass_as_ray_does(*args)
         super().__init__(*args, **kwargs)
         pin = self._options.pin
         if pin is not None and pin.process:
@@ -66,3 +68,28 @@ class DebuggableActorClass(Debuggable, Generic[_T]):
             f"directly; use {self.__qualname__}.remote(...) to create the actor."
         )
         raise UsageError(msg)
+
+
+def _is_class_statement(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether Python is building a class on a proxy: ``type(base)(name, bases, namespace)``."""
+    return (
+        len(args) == 3
+        and isinstance(args[0], str)
+        and isinstance(args[1], tuple)
+        and isinstance(args[2], dict)
+    )
+
+
+def _subclass_as_ray_does(name: str, bases: tuple[Any, ...], namespace: dict[str, Any]) -> None:
+    """Subclass the actor classes behind the proxies, as plain Ray would: Ray refuses.
+
+    Raises:
+        ActorClassInheritanceException: Ray's own (a ``TypeError``), with its message.
+    """
+    unwrapped = tuple(
+        base.__wrapped__ if isinstance(base, DebuggableActorClass) else base for base in bases
+    )
+    proxies = [base for base in bases if isinstance(base, DebuggableActorClass)]
+    type(proxies[0].__wrapped__)(name, unwrapped, namespace)
+    msg = f"cannot define class {name!r} on a debuggable actor class"  # Ray did not refuse
+    raise TypeError(msg)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -78,9 +79,10 @@ def _read_files(root: str, wanted: list[tuple[str, int, int]]) -> Iterator[tuple
 @_registry.cleared_on_reset
 @functools.cache
 def _remotes() -> tuple[Any, Any]:
-    lister = _ray_compat.mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(_list_files))
+    remote = _ray_compat.ray_remote
+    lister = _ray_compat.mark_kit_remote(remote(num_cpus=0, max_retries=0)(_list_files))
     reader = _ray_compat.mark_kit_remote(
-        ray.remote(num_cpus=0, max_retries=0, _generator_backpressure_num_objects=4)(_read_files)
+        remote(num_cpus=0, max_retries=0, _generator_backpressure_num_objects=4)(_read_files)
     )
     return lister, reader
 
@@ -105,9 +107,36 @@ def _plan(
     return wanted, record
 
 
+# How long a node's raylet may take to accept a connection before the node counts as gone.
+_ANSWER_SECONDS = 3.0
+
+
+def _unanswered(node: dict[str, Any]) -> str | None:
+    """Why the node's raylet does not answer, or ``None`` if it accepts a connection.
+
+    A node killed without warning stays alive in ``ray.nodes()`` until its health checks
+    fail (15 s by default), and a task pinned to it waits that long: its raylet's port,
+    refused or silent, says so at once. Nothing is sent; the connection is closed.
+    """
+    address, port = node.get("NodeManagerAddress"), node.get("NodeManagerPort")
+    if not address or not port:
+        return None  # nothing to try: the task decides
+    try:
+        socket.create_connection((address, int(port)), timeout=_ANSWER_SECONDS).close()
+    except OSError as exc:
+        return (
+            f"its raylet at {address}:{port} does not answer ({type(exc).__name__}: {exc}): "
+            "the node is down or unreachable; Ray marks it dead after its health checks"
+        )
+    return None
+
+
 def _list_node(node: dict[str, Any], profiles: bool, dest: Path) -> dict[str, Any]:
     """Phase 1 on one node: what its directory holds (or why it could not be read)."""
     node_id = node["NodeID"]
+    down = _unanswered(node)
+    if down is not None:
+        return {"node": node, "error": down}
     strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
     lister, _ = _remotes()
     try:

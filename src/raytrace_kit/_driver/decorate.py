@@ -115,7 +115,7 @@ def _wrap(target: Any, options: DebugOptions, given: dict[str, Any]) -> _Decorat
     if isinstance(target, _ray_compat.ActorClass):
         return DebuggableActorClass(target, _ray_compat.python_class_of(target), options)
     if inspect.isclass(target):
-        return DebuggableActorClass(ray.remote(target), target, options)
+        return DebuggableActorClass(_ray_compat.ray_remote(target), target, options)
     if inspect.iscoroutinefunction(target):
         msg = (
             f"@debuggable cannot make {target.__qualname__!r} a Ray task: 'async def' "
@@ -124,7 +124,7 @@ def _wrap(target: Any, options: DebugOptions, given: dict[str, Any]) -> _Decorat
         )
         raise InvalidTargetError(msg)
     if inspect.isfunction(target):
-        return DebuggableFunction(ray.remote(target), target, options)
+        return DebuggableFunction(_ray_compat.ray_remote(target), target, options)
     raise InvalidTargetError(_describe_bad_target(target))
 
 

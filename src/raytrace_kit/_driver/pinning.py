@@ -129,7 +129,7 @@ class RunnerSlot:
             except ValueError:
                 options = runner_options(task_options, pin)
                 runner_class = _ray_compat.mark_kit_remote(
-                    ray.remote(**options)(PinnedRunner)
+                    _ray_compat.ray_remote(**options)(PinnedRunner)
                 ).options(name=self.name, get_if_exists=True)
                 # Made here with this spec (unless another process won a race to create it,
                 # when key 0 may name another process's spec: instrumentation options only).

@@ -50,7 +50,8 @@ def make_remote(target: Any, ray_options: dict[str, Any], options: DebugOptions)
             "scheduling_strategy": pinning.node_affinity(options.pin.node_id),
         }
     # ray.remote() with no options must be applied bare; it validates what it is given.
-    made = ray.remote(**ray_options)(target) if ray_options else ray.remote(target)
+    remote = _ray_compat.ray_remote
+    made = remote(**ray_options)(target) if ray_options else remote(target)
     return _ray_compat.mark_kit_remote(made)
 
 
@@ -238,6 +239,8 @@ class Debuggable:
         return name, kit or "defaults", ray_text or "defaults"
 
     def __repr__(self) -> str:
+        if "_options" not in self.__dict__:  # its __init__ raised: a debugger may still show it
+            return f"<debuggable {self._kind} (not built)>"
         name, kit, ray_text = self._shown()
         return f"<debuggable {self._kind} {name} (raytrace_kit: {kit}; ray: {ray_text})>"
 

@@ -31,7 +31,8 @@ _WAITING_STATES = frozenset({"MISSING", "DEPENDENCIES_UNREADY", "PENDING_CREATIO
 @functools.cache
 def _helper() -> Any:
     # num_cpus=0: it must run even on a node whose CPUs the busy actor holds.
-    return _ray_compat.mark_kit_remote(ray.remote(num_cpus=0, max_retries=0)(read_stacks))
+    remote = _ray_compat.ray_remote(num_cpus=0, max_retries=0)
+    return _ray_compat.mark_kit_remote(remote(read_stacks))
 
 
 def stacks(handle: Any, timeout: float = 30, *, all_frames: bool = False) -> ProcessStacks:

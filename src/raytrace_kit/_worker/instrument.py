@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import types
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, TypeVar
 
+from raytrace_kit import _ray_compat
 from raytrace_kit._options import CallSpec, DebugOptions, qualified_name
 from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG
 from raytrace_kit._output.frames import user_frames
@@ -209,7 +209,7 @@ def _actor_methods(cls: type) -> dict[str, Any]:
 
 
 def instrument_class(cls: type[_T], options: DebugOptions) -> type[_T]:
-    """Return a subclass of ``cls`` whose ``__init__`` and methods are instrumented.
+    """Return Ray's subclass of ``cls`` (as ``ray.remote`` makes it), its methods instrumented.
 
     Sync, ``async def``, generator and async generator methods keep their kind; static
     and class methods stay static and class methods; ``__call__`` is instrumented too.
@@ -229,8 +229,9 @@ def instrument_class(cls: type[_T], options: DebugOptions) -> type[_T]:
             namespace[name] = type(member)(wrapped)
         else:
             namespace[name] = _instrument_method(member, spec, bound=True)
-    instrumented = types.new_class(cls.__name__, (cls,), exec_body=lambda ns: ns.update(namespace))
-    instrumented.__qualname__ = cls.__qualname__
-    instrumented.__module__ = cls.__module__
+    instrumented = _ray_compat.actor_subclass(cls)
+    for name, member in namespace.items():
+        setattr(instrumented, name, member)
+    instrumented.__qualname__ = cls.__qualname__  # as cloudpickle gives it in the worker
     instrumented.__doc__ = cls.__doc__
     return instrumented

@@ -19,17 +19,34 @@ from collections.abc import Callable
 from typing import Any
 
 from raytrace_kit import _ray_compat
-from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG, parent_token
+from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG, ActiveCall, parent_token
 from raytrace_kit._worker import state as worker_state
 
-__all__ = ["install_method_hook", "with_parent"]
+__all__ = ["install_method_hook", "submitting_call", "with_parent"]
 
 _HOOK_KEY = "actor.ActorMethod._remote#parent"
 
 
+def submitting_call() -> ActiveCall | None:
+    """The call a submission made now belongs to: this thread's, else the worker's only one.
+
+    A thread that user code starts inside a call does not inherit the call's context
+    (Python copies no context into new threads); in a Ray worker running exactly one call,
+    that call is the one it works for. With several running (a threaded actor), or on the
+    driver, where threads come from anywhere, no call is named.
+    """
+    call = CURRENT_CALL.get()
+    if call is None:
+        running = worker_state.state.running_calls
+        if len(running) == 1 and _ray_compat.is_worker_process():
+            for only in running.values():
+                return only if only.mode != "local" else None
+    return call
+
+
 def with_parent(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` plus the current call's token, or ``kwargs`` itself outside calls."""
-    parent = CURRENT_CALL.get()
+    parent = submitting_call()
     if parent is None:
         return kwargs
     return {**kwargs, PARENT_KWARG: parent_token(parent)}
@@ -44,7 +61,7 @@ def install_method_hook() -> None:
 
     @functools.wraps(original)
     def submit(self: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
-        parent = CURRENT_CALL.get()
+        parent = submitting_call()
         if parent is not None and _ray_compat.accepts_keyword(self, PARENT_KWARG):
             kwargs = {**(kwargs or {}), PARENT_KWARG: parent_token(parent)}
         return original(self, args, kwargs, **options)
