@@ -145,7 +145,19 @@ def is_async(cls: type) -> bool:
 
 
 class ActorExit(SystemExit):
-    """``ray.actor.exit_actor()`` called in a local actor: the actor ends after this call."""
+    """``ray.actor.exit_actor()`` called in a local actor: the actor ends after this call.
+
+    Named as what Ray raises there, a ``SystemExit`` (an ``AsyncioActorExit`` in an async
+    actor, :class:`AsyncActorExit`), so the call's ``call.end`` reads as on a cluster.
+    """
+
+
+class AsyncActorExit(ActorExit):
+    """``ray.actor.exit_actor()`` called in an async local actor (see :class:`ActorExit`)."""
+
+
+ActorExit.__name__ = ActorExit.__qualname__ = "SystemExit"
+AsyncActorExit.__name__ = AsyncActorExit.__qualname__ = "AsyncioActorExit"
 
 
 def exit_actor() -> bool:
@@ -165,7 +177,7 @@ def exit_actor() -> bool:
     actor = local_state.state.actors_by_id.get(actor_id)
     if actor is not None:
         die(actor, death(actor, INTENDED_EXIT))
-    raise ActorExit(0)
+    raise (AsyncActorExit if actor is not None and actor.loop is not None else ActorExit)(0)
 
 
 INTENDED_EXIT = (

@@ -256,6 +256,18 @@ def _get_gpu_ids(*args: Any, **kwargs: Any) -> Any:
     return RAY_OWN["get_gpu_ids"](*args, **kwargs)
 
 
+def _cluster_resources(*args: Any, **kwargs: Any) -> Any:
+    if _local_without_ray():  # as a one-node cluster of this machine would answer
+        return dict(_ray_compat.machine_resources())
+    return RAY_OWN["cluster_resources"](*args, **kwargs)
+
+
+def _available_resources(*args: Any, **kwargs: Any) -> Any:
+    if _local_without_ray():  # local calls hold no resources: all of them are free
+        return dict(_ray_compat.machine_resources())
+    return RAY_OWN["available_resources"](*args, **kwargs)
+
+
 def _exit_actor(*args: Any, **kwargs: Any) -> Any:
     if local_actor.exit_actor():  # raises inside a local actor's call
         return None
@@ -311,6 +323,8 @@ _HOOKS: dict[str, Callable[..., Any]] = {
     "cancel": _cancel,
     "get_runtime_context": _get_runtime_context,
     "get_gpu_ids": _get_gpu_ids,
+    "cluster_resources": _cluster_resources,
+    "available_resources": _available_resources,
     "actor.exit_actor": _exit_actor,
     "util.list_named_actors": _list_named_actors,
 }

@@ -21,12 +21,13 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayError, RayTaskError, UnserializableException
 
 from raytrace_kit._local import state as local_state
 from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
 from raytrace_kit._output.frames import user_frames
 from raytrace_kit._ray_compat import RAY_OWN
+from raytrace_kit.exceptions import LocalModeError
 
 __all__ = [
     "InProcess",
@@ -54,8 +55,8 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
     Use it as any ``ObjectRef``: ``ray.get(ref)``, ``ray.wait([ref])``, ``await ref``,
     ``ref.future()``, or pass it to another debuggable call. Each ``ray.get`` returns a
     fresh copy when the call copied its result (the default), as Ray deserializes a fresh
-    copy from its object store. It cannot leave this process: a Ray worker could not
-    resolve it.
+    copy from its object store. Pickled (``pickle.dumps``, ``ray.put([ref])``), it comes
+    back as itself in this process; it cannot leave it: a Ray worker could not resolve it.
     """
 
     __slots__ = ("_error", "_future", "_payload", "_value")
@@ -140,15 +141,32 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
         return self._get()
 
     def __reduce__(self) -> Any:
-        msg = (
-            f"{self!r} is the result of a call that ran in local mode: it lives in this "
-            "process and cannot be sent to a Ray worker or pickled. Pass its value "
-            "(ray.get(ref)), or make the receiving call debuggable so it runs locally too."
-        )
-        raise TypeError(msg)
+        # Pickled as Ray pickles a ref out of band (pickle.dumps(ref), ray.put([ref])): by
+        # id, the ref kept alive for the life of the process, as Ray pins such an object.
+        key = self.binary()
+        local_state.state.pickled_refs[key] = self
+        return (_unpickled_ref, (key, os.getpid()))
 
     def __repr__(self) -> str:
         return f"ObjectRef({self.hex()})"  # as Ray's: messages and logs read the same
+
+
+def _unpickled_ref(key: bytes, pid: int) -> LocalRef:
+    """A local ref pickled in this process: itself.
+
+    Raises:
+        LocalModeError: In another process (a Ray worker, say), where it cannot exist.
+    """
+    ref: LocalRef | None = local_state.state.pickled_refs.get(key)
+    if ref is None:
+        msg = (
+            f"ObjectRef({key.hex()}) is the result of a call that ran in local mode in "
+            f"process {pid}: it lives there and cannot be resolved in process {os.getpid()}. "
+            "Pass its value (ray.get(ref)), or make the receiving call debuggable so that "
+            "it runs locally too."
+        )
+        raise LocalModeError(msg)
+    return ref
 
 
 def pending_ref(future: concurrent.futures.Future[LocalRef]) -> LocalRef:
@@ -298,8 +316,25 @@ def error_ref(exc: BaseException, function: str) -> LocalRef:
     """
     if isinstance(exc, RayError) and not isinstance(exc, RayTaskError):
         return LocalRef(error=exc)
-    error = exc if isinstance(exc, RayTaskError) else task_error(exc, function)
-    return LocalRef(error=error)
+    if isinstance(exc, RayTaskError):
+        return LocalRef(error=exc)
+    return LocalRef(error=_as_delivered(task_error(exc, function)))
+
+
+def _as_delivered(error: RayTaskError) -> RayError:
+    """``error``, or Ray's ``UnserializableException`` where Ray could not deliver it.
+
+    Ray pickles a failed task's error in the worker and unpickles it in the caller
+    (``RayError.to_bytes``, ``from_bytes``); an exception that pickles but cannot be
+    unpickled (an ``__init__`` whose arguments are not its ``args``) arrives as an
+    ``UnserializableException`` with its text. The same round trip, here; otherwise the
+    original stays, real frames and all, for ``pdb.pm()``.
+    """
+    try:
+        delivered = RayError.from_bytes(error.to_bytes())
+    except Exception:
+        return error  # cannot even be pickled: RayTaskError replaced the cause itself
+    return delivered if isinstance(delivered, UnserializableException) else error
 
 
 def resolve_argument(arg: Any) -> Any:

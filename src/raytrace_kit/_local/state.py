@@ -47,6 +47,7 @@ class LocalState:
         self.actors_by_id: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
         self.loops: list[asyncio.AbstractEventLoop] = []  # one per async local actor
         self.warned: set[str] = set()  # plain Ray calls warned about in local mode
+        self.pickled_refs: dict[bytes, Any] = {}  # by id: refs pickled out of band
         self.new_ids()
 
     def new_ids(self) -> None:

@@ -14,7 +14,8 @@ import pytest
 import ray
 
 from raytrace_kit import debuggable, local_mode
-from tests.helpers import outcome
+from tests import helpers
+from tests.helpers import events_of, outcome
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -131,3 +132,32 @@ def test_ray_methods_on_local_handles(row: Callable[[Any], Any]) -> None:
     with local_mode():
         local = outcome(lambda: row(debuggable(ray.remote(Callable2))))
     assert local[:2] == plain[:2]
+
+
+class Leaver:
+    """Actors that end themselves with ray.actor.exit_actor(), sync and async."""
+
+    def leave(self) -> None:
+        ray.actor.exit_actor()
+
+
+class AsyncLeaver:
+    async def leave(self) -> None:
+        ray.actor.exit_actor()
+
+
+@pytest.mark.parametrize("cls", [Leaver, AsyncLeaver], ids=["sync", "async"])
+def test_exit_actor_recorded_as_on_a_cluster(cls: type) -> None:
+    """The call that calls exit_actor(): the same caller's error and the same call.end."""
+
+    def leave() -> tuple[Any, ...]:
+        handle = debuggable(ray.remote(cls)).remote()
+        seen = outcome(lambda: ray.get(handle.leave.remote()))
+        (end,) = [e for e in events_of(cls, "call.end") if e["function"].endswith(".leave")]
+        return seen, end["status"], end["error_type"]
+
+    on_cluster = leave()
+    helpers.open_window()  # the local call's events only
+    with local_mode():
+        assert leave() == on_cluster
+    assert on_cluster[0][1] == "ActorDiedError"

@@ -9,6 +9,7 @@ cluster; the table of the second runs it with Ray shut down, as users run it.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import threading
 import time
@@ -76,6 +77,16 @@ class TestWithRayRunning:
             local = outcome(lambda: body(debuggable(ray.remote(add))))
         assert local == plain
 
+    @pytest.mark.parametrize("name", ["ref_inside_a_put_container", "refs_kept_by_an_actor"])
+    def test_local_refs_inside_objects_ray_serializes(self, name: str) -> None:
+        """A local ref inside what Ray itself serializes (put beside a cluster): as Ray."""
+        row = globals()[name]  # a row of the table below
+        plain = outcome(lambda: row(ray.remote))
+        with local_mode():
+            local = outcome(lambda: row(lambda target: debuggable(ray.remote(target))))
+        assert local == plain
+        assert plain[0] == "value"
+
     def test_runtime_env_vars_visible_inside_the_call(self) -> None:
         """runtime_env env_vars are set for the call, and only for it."""
         options = {"runtime_env": {"env_vars": {"RK_LOCAL_TEST_VAR": "on"}}}
@@ -136,6 +147,37 @@ class Introspect:
             context.get_task_name(),
             context.was_current_actor_reconstructed,
         )
+
+
+class Keeper:
+    """An actor that keeps the refs it is given, as a cache or a pipeline stage would."""
+
+    def __init__(self) -> None:
+        self.refs: list[Any] = []
+
+    def keep(self, refs: list[Any]) -> int:
+        self.refs.extend(refs)
+        return len(self.refs)
+
+    def total(self) -> int:
+        return sum(ray.get(self.refs))
+
+
+class TwoArgumentError(Exception):
+    """Pickles, but cannot be unpickled: its __init__ wants more than its args."""
+
+    def __init__(self, what: str, code: int) -> None:
+        super().__init__(f"{what} ({code})")
+
+
+def raise_two_argument_error() -> None:
+    raise TwoArgumentError("bad input", 7)
+
+
+def resource_names() -> tuple[list[str], list[str], bool]:
+    """What a call sees of the cluster: resource names, and whether it has CPUs."""
+    total, free = ray.cluster_resources(), ray.available_resources()
+    return sorted(total), sorted(free), total.get("CPU", 0) >= 1
 
 
 # --- the rows: each takes `remote` (ray.remote, or debuggable(ray.remote(...))) ---
@@ -239,6 +281,32 @@ def put_of_a_ref(remote: Remote) -> Body:
     return lambda: ray.put(ref)
 
 
+def ref_pickled_and_back_in_this_process(remote: Remote) -> Body:
+    ref = remote(add).remote(1, 2)
+    return lambda: ray.get(pickle.loads(pickle.dumps(ref)))
+
+
+def ref_inside_a_put_container(remote: Remote) -> Body:
+    ref = remote(add).remote(1, 2)
+    return lambda: ray.get(ray.get(ray.put([ref]))[0])
+
+
+def refs_kept_by_an_actor(remote: Remote) -> Body:
+    keeper = remote(Keeper).remote()
+    kept = keeper.keep.remote([remote(add).remote(1, 2), remote(add).remote(3, 4)])
+    return lambda: (ray.get(kept), ray.get(keeper.total.remote()))
+
+
+def exception_that_cannot_be_unpickled(remote: Remote) -> Body:
+    ref = remote(raise_two_argument_error).remote()
+    return lambda: ray.get(ref)
+
+
+def cluster_resources_inside_a_call(remote: Remote) -> Body:
+    ref = remote(resource_names).remote()
+    return lambda: ray.get(ref)
+
+
 def put_of_an_unserializable_value(remote: Remote) -> Body:
     del remote
     return lambda: ray.put(threading.Lock())
@@ -264,4 +332,9 @@ class TestWithRayShutDown(AgainstPlainRay):
         wait_rejects_a_single_ref,
         put_of_a_ref,
         put_of_an_unserializable_value,
+        ref_pickled_and_back_in_this_process,
+        ref_inside_a_put_container,
+        refs_kept_by_an_actor,
+        exception_that_cannot_be_unpickled,
+        cluster_resources_inside_a_call,
     ]
