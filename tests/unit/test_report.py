@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import raytrace_kit
-from tests.helpers import KNOWN_START, EventFile, write_many_parents
+from tests.helpers import KNOWN_START, MANY_PARENTS_ROUND, EventFile, write_many_parents
 
 
 class TestStraggler:
@@ -24,6 +24,48 @@ class TestStraggler:
         events.close()
         (finding,) = [f for f in raytrace_kit.report(tmp_path).findings if f.kind == "straggler"]
         assert "arguments ['50'] {}" in finding.evidence
+
+
+class TestOneAtATime:
+    """Calls submitted and waited on one at a time: one finding per parent function."""
+
+    def test_many_parents_of_one_function_are_one_finding(self, tmp_path: Path) -> None:
+        """40 parents of jobs.fan_out, 5 children each: one finding that counts them."""
+        write_many_parents(tmp_path, 40 * MANY_PARENTS_ROUND)
+        (finding,) = [
+            f for f in raytrace_kit.report(tmp_path).findings if f.kind == "one_at_a_time"
+        ]
+        assert finding.subject == "jobs.fan_out"
+        assert finding.title == "Calls submitted and waited on one at a time by jobs.fan_out"
+        assert finding.evidence.startswith(
+            "40 of its calls waited on their 200 task calls one at a time: each started "
+            "after the previous ended (the ray.get-in-a-loop pattern). One of them: call "
+        )
+
+    def test_one_parent_is_named_with_its_call(self, tmp_path: Path) -> None:
+        """A single parent: its call id, and its children counted."""
+        write_many_parents(tmp_path, MANY_PARENTS_ROUND)
+        (finding,) = [
+            f for f in raytrace_kit.report(tmp_path).findings if f.kind == "one_at_a_time"
+        ]
+        assert finding.evidence.startswith(
+            f"one of its calls ({1001:010x}000001) waited on its 5 task calls one at a time"
+        )
+
+    def test_overlapping_children_are_no_finding(self, tmp_path: Path) -> None:
+        """Children that ran together: submitted first, then waited on as a list."""
+        parent, child = EventFile(tmp_path, 1001), EventFile(tmp_path, 1002)
+        parent.start("aaaaaaaaaa000001", "jobs.fan_out", at=KNOWN_START)
+        for index in range(6):
+            call = f"bbbbbbbbbb{index:06x}"
+            child.start(call, "jobs.step", parent="aaaaaaaaaa000001", at=KNOWN_START + 0.01)
+            child.end(call, seconds=0.5, at=KNOWN_START + 0.51 + index * 0.001)
+        parent.end("aaaaaaaaaa000001", seconds=0.6, at=KNOWN_START + 0.6)
+        for events in (parent, child):
+            events.close()
+        made = raytrace_kit.report(tmp_path)
+        assert made.overview["calls"] == 7
+        assert not [f for f in made.findings if f.kind == "one_at_a_time"]
 
 
 class TestWork:

@@ -180,24 +180,33 @@ def _stragglers(tally: Tally) -> list[Finding]:
 
 
 def _one_at_a_time(tally: Tally) -> list[Finding]:
-    found = []
+    """Parents whose task calls never overlapped: one finding per parent function."""
+    serial: dict[str, list[Any]] = {}  # function -> [parents, their children, one parent]
     for parent, times in tally.children.items():
         kids = len(times) // 2
         if kids < SERIAL_MIN_CHILDREN:
             continue
         spans = sorted(zip(times[::2], times[1::2], strict=True))
         if all(later[0] >= earlier[1] - 1e-4 for earlier, later in itertools.pairwise(spans)):
-            found.append(Finding(
-                f"Calls submitted and waited on one at a time by "
-                f"{tally.name_of(parent)}",
-                f"its {kids} task calls never overlapped: each started after the previous "
-                "ended (the ray.get-in-a-loop pattern)",
-                "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
-                "xs]; ray.get(refs). If each call needs the one before, pass the ObjectRef on "
-                "instead of its value (x = f.remote(x)): Ray chains them without a round trip "
-                "through the caller",
-                "one_at_a_time", tally.name_of(parent),
-            ))  # fmt: skip
+            counts = serial.setdefault(tally.name_of(parent), [0, 0, parent])
+            counts[0] += 1
+            counts[1] += kids
+    found = []
+    for function, (parents, kids, one) in sorted(serial.items(), key=lambda item: -item[1][1]):
+        if parents == 1:
+            evidence = f"one of its calls ({one}) waited on its {kids} task calls one at a time"
+        else:
+            evidence = f"{parents:,} of its calls waited on their {kids:,} task calls one at a time"
+        found.append(Finding(
+            f"Calls submitted and waited on one at a time by {function}",
+            f"{evidence}: each started after the previous ended (the ray.get-in-a-loop "
+            "pattern)" + (f". One of them: call {one}" if parents > 1 else ""),
+            "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
+            "xs]; ray.get(refs). If each call needs the one before, pass the ObjectRef on "
+            "instead of its value (x = f.remote(x)): Ray chains them without a round trip "
+            "through the caller",
+            "one_at_a_time", function,
+        ))  # fmt: skip
     return found
 
 
