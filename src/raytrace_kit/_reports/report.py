@@ -181,16 +181,19 @@ def _stragglers(tally: Tally) -> list[Finding]:
 
 def _one_at_a_time(tally: Tally) -> list[Finding]:
     """Parents whose task calls never overlapped: one finding per parent function."""
-    serial: dict[str, list[Any]] = {}  # function -> [parents, their children, one parent]
+    kids_of: dict[str, int] = {}  # parent call id -> its task calls, none overlapping
     for parent, times in tally.children.items():
         kids = len(times) // 2
         if kids < SERIAL_MIN_CHILDREN:
             continue
         spans = sorted(zip(times[::2], times[1::2], strict=True))
         if all(later[0] >= earlier[1] - 1e-4 for earlier, later in itertools.pairwise(spans)):
-            counts = serial.setdefault(tally.name_of(parent), [0, 0, parent])
-            counts[0] += 1
-            counts[1] += kids
+            kids_of[parent] = kids
+    serial: dict[str, list[Any]] = {}  # function -> [parents, their children, one parent]
+    for parent, function in tally.names_of(list(kids_of)).items():
+        counts = serial.setdefault(function, [0, 0, parent])
+        counts[0] += 1
+        counts[1] += kids_of[parent]
     found = []
     for function, (parents, kids, one) in sorted(serial.items(), key=lambda item: -item[1][1]):
         if parents == 1:

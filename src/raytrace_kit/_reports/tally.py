@@ -1,7 +1,7 @@
 """What a report keeps while it streams over a session's calls: aggregates, not the calls.
 
 :class:`Tally` takes each process's calls once, in the order its files have them, and
-keeps counts, per-function durations (8 bytes a call), each call's function by its id (4
+keeps counts, per-function durations (8 bytes a call), each call's id by its function (8
 bytes a call: ``names.py``), the largest figures, the state of the findings that need an
 order (a process's memory run: ``leaks.py``; an actor's queue), and each process's lane
 over time for the pictures (bounded: ``lanes.py``). Nothing is read twice.
@@ -21,7 +21,7 @@ from raytrace_kit._reports.calls import StartLine
 from raytrace_kit._reports.finding import Finding
 from raytrace_kit._reports.lanes import Lane, seconds
 from raytrace_kit._reports.leaks import LeakRun
-from raytrace_kit._reports.names import CallNames
+from raytrace_kit._reports.names import PACK_EVERY, CallNames
 
 __all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
 
@@ -58,9 +58,9 @@ class Function:
 class Tally:
     """What a report keeps while it streams over the calls: aggregates, not the calls.
 
-    Per call it keeps one duration (8 bytes, for the percentiles and medians) and its
-    function's number at its id's place (4 bytes, to name parents); calls with a parent or
-    on an actor add their start and end times.
+    Per call it keeps one duration (8 bytes, for the percentiles and medians) and its id
+    under its function (8 bytes, to name parents); calls with a parent or on an actor add
+    their start and end times.
     """
 
     def __init__(self, since: str | None = None, until: str | None = None) -> None:
@@ -75,7 +75,7 @@ class Tally:
         self.interrupted: list[dict[str, Any]] = []
         self.functions: dict[str, Function] = {}
         self.children: dict[str, array[float]] = {}  # by parent call id: starts and ends
-        self.names = CallNames()  # every call's function, by its id
+        self.names = CallNames()  # every call's id, by its function
         self.busy = 0
         self.busiest: tuple[float, str] = (0.0, "")
         self.actors: dict[str, ActorRun] = {}
@@ -90,7 +90,8 @@ class Tally:
         ``start_line`` holds each call's ``call.start`` line as it goes by (``iter_calls``):
         the slowest calls' are kept, for their arguments.
         """
-        functions, nodes, name = self.functions, self.nodes, self.names.add
+        functions, nodes = self.functions, self.nodes
+        pending, ids_of, pack, seen = self.names.pending, self.names.ids_of, self.names.pack, 0
         leak, lane = LeakRun(), Lane()
         first, last, count = self.first, self.last, 0
         # The sums of the lane's next point, kept here: a local costs a fraction of a slot.
@@ -98,7 +99,13 @@ class Tally:
         since, until = self.since, self.until
         for call in calls:
             function, status, ended = call.function, call.status, call.ended
-            name(call.call_id, function)  # whatever the window: a parent may be outside it
+            # Every call's id, whatever the window (a parent may be outside it); packed
+            # every PACK_EVERY calls, in C.
+            (pending.get(function) or ids_of(function)).append(call.call_id)
+            seen += 1
+            if seen == PACK_EVERY:
+                pack()
+                seen = 0
             begun = call.started or ended or ""
             if (since is not None and begun < since) or (until is not None and begun >= until):
                 continue
@@ -170,6 +177,7 @@ class Tally:
                 point_calls, point_ran, point_failed, point_peak = 0, 0.0, 0, -1
                 stride = lane.stride
         self.first, self.last = first, last
+        pack()
         if closing is not None and point_calls:
             lane.close(closing, point_calls, point_ran, point_failed, point_peak)
         if count:
@@ -182,9 +190,10 @@ class Tally:
             self.leaks.append(finding)
             lane.leak = finding.title
 
-    def name_of(self, call_id: str) -> str:
-        """The function of a call, by its id (the id itself if no such call was read)."""
-        return self.names.get(call_id) or call_id
+    def names_of(self, call_ids: list[str]) -> dict[str, str]:
+        """The functions of calls, by their ids (an id itself where no such call was read)."""
+        found = self.names.names_of(call_ids)
+        return {call_id: found.get(call_id, call_id) for call_id in call_ids}
 
     def _timing(self, call: Call, end: float, duration: float) -> None:
         parent = call.parent_call_id
