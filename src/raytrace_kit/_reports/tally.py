@@ -23,7 +23,7 @@ from raytrace_kit._reports.lanes import Lane, seconds
 from raytrace_kit._reports.leaks import LeakRun
 from raytrace_kit._reports.names import PACK_EVERY, CallNames
 
-__all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
+__all__ = ["MAX_LISTED", "ActorRun", "Function", "Tally", "seconds"]
 
 _BUSY_MIN_S = 0.05  # CPU against wall time means something only for calls this long
 MAX_LISTED = 1000  # task ids per failure group, interrupted calls: enough to act on
