@@ -13,7 +13,8 @@ calls is 1,000,000 events, 600 to 650 MB), in one of two shapes (--shape, both b
              that never end, calls scheduled on a simulated clock
 
 Each variant runs as a fresh process, start-up included (as a user types it), in rotating
-order, --rounds times; peak memory is the process's own (``wait4``):
+order, --rounds times; its CPU time (user + system) and peak memory are the process's own
+(``wait4``):
   report            raytrace-kit report SESSION
   report (again)    the same, measured apart: the noise floor
   report --json     raytrace-kit report SESSION --json
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 from real_session import write_real_session  # the real-shaped session
@@ -119,8 +121,20 @@ def write_session(directory: Path, calls: int) -> None:
         writer.close()
 
 
-def run(command: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS bytes of one fresh process running ``command``."""
+class Run(NamedTuple):
+    """One fresh process's run: wall seconds, peak RSS bytes, CPU seconds (user + system).
+
+    CPU time is what a machine busy with other work inflates least: on a shared 2-core
+    machine, compare it too.
+    """
+
+    seconds: float
+    peak: int
+    cpu: float
+
+
+def run(command: list[str]) -> Run:
+    """One fresh process running ``command``, measured."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
@@ -128,7 +142,7 @@ def run(command: list[str]) -> tuple[float, int]:
     if os.waitstatus_to_exitcode(status) != 0:
         msg = f"{command} failed with {status}"
         raise RuntimeError(msg)
-    return seconds, usage.ru_maxrss * 1024
+    return Run(seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime)
 
 
 def write_and_say(directory: Path, calls: int, shape: str = "pipeline") -> None:
@@ -148,29 +162,28 @@ def write_and_say(directory: Path, calls: int, shape: str = "pipeline") -> None:
     )
 
 
-def compare(
-    commands: dict[str, list[str]], rounds: int, base: str
-) -> dict[str, list[tuple[float, int]]]:
+def compare(commands: dict[str, list[str]], rounds: int, base: str) -> dict[str, list[Run]]:
     """Run each variant ``rounds`` times in rotating order; print medians, peaks, ratios.
 
-    Returns each variant's (seconds, peak bytes) per round.
+    Returns each variant's runs, one per round.
     """
     names = list(commands)
-    results: dict[str, list[tuple[float, int]]] = {name: [] for name in names}
+    results: dict[str, list[Run]] = {name: [] for name in names}
     run(commands[base])  # warm the page cache: every variant reads the same bytes
     for round_number in range(rounds):
         shift = round_number % len(names)
         for name in names[shift:] + names[:shift]:
             results[name].append(run(commands[name]))
     ratio = f"vs {base}"
-    print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'peak MiB':>10}{ratio:>14}")
-    base_median = statistics.median(s for s, _ in results[base])
+    print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'CPU s':>8}{'peak MiB':>10}{ratio:>14}")
+    base_median = statistics.median(r.seconds for r in results[base])
     for name in names:
-        seconds = [s for s, _ in results[name]]
-        peak = max(p for _, p in results[name])
+        seconds = [r.seconds for r in results[name]]
+        cpu = statistics.median(r.cpu for r in results[name])
+        peak = max(r.peak for r in results[name])
         median = statistics.median(seconds)
         print(
-            f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{peak / MIB:>10.0f}"
+            f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{cpu:>8.2f}{peak / MIB:>10.0f}"
             f"{median / base_median:>13.2f}x"
         )
     return results
@@ -189,8 +202,8 @@ def main() -> None:
             print(f"\n--- {shape} ---", flush=True)
             write_and_say(session, args.calls, shape)
             results = compare(variants(session), args.rounds, "report")
-            base = statistics.median(s for s, _ in results["report"])
-            floor = statistics.median(s for s, _ in results["report (again)"]) / base
+            base = statistics.median(r.seconds for r in results["report"])
+            floor = statistics.median(r.seconds for r in results["report (again)"]) / base
             print(f"\nnoise floor (report again / report): {floor:.3f}")
     print("targets: report <= 3 s and <= 256 MiB peak (start-up included), each shape")
 
