@@ -54,10 +54,10 @@ def main() -> None:
         directory.mkdir(parents=True)
         write_and_say(directory, args.calls)
         results = compare(variants(session), args.rounds, "sessions")
-        base = statistics.median(s for s, _ in results["sessions"])
-        floor = statistics.median(s for s, _ in results["sessions (again)"]) / base
-        line = statistics.median(s for s, _ in results["report"]) - statistics.median(
-            s for s, _ in results["report --quiet"]
+        base = statistics.median(r.seconds for r in results["sessions"])
+        floor = statistics.median(r.seconds for r in results["sessions (again)"]) / base
+        line = statistics.median(r.seconds for r in results["report"]) - statistics.median(
+            r.seconds for r in results["report --quiet"]
         )
         print(f"\nnoise floor (sessions again / sessions): {floor:.3f}")
         print(f"what the line costs a report (report - report --quiet): {line:+.2f} s")

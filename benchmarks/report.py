@@ -1,21 +1,28 @@
-"""``raytrace-kit report`` on a session of a million events: time and peak memory.
+"""``raytrace-kit report`` on sessions of a million events: time and peak memory.
 
-The session is written once through the kit's own writer (``EventWriter``, rotating at
+Each session is written once through the kit's own writer (``EventWriter``, rotating at
 32 MiB, as a long run's files do) and renderer: --calls calls (2 events each; 500,000
-calls is 1,000,000 events, about 600 MB) in 8 worker processes, with what a report has to
-find in it: failures (2%), retried calls (1%), an actor's calls, a parent's children, a
-process whose memory grows call after call, and calls cut off by a dying process.
+calls is 1,000,000 events, 600 to 650 MB), in one of two shapes (--shape, both by default):
+  pipeline   8 worker processes on one node, with what a report has to find: failures
+             (2%), retried calls (1%), an actor's calls, a parent's children, a process
+             whose memory grows call after call, and calls cut off by a dying process
+  real       shaped like a real pipeline's run (``real_session.py``): 16 worker processes
+             on 2 nodes, 50 functions, about 12,000 parents that each submit a few task
+             children in other processes and end after them (half one at a time), 2%
+             failures with 1.5 KB tracebacks, a few hundred retries, a handful of calls
+             that never end, calls scheduled on a simulated clock
 
 Each variant runs as a fresh process, start-up included (as a user types it), in rotating
-order, --rounds times; peak memory is the process's own (``wait4``):
+order, --rounds times; its CPU time (user + system) and peak memory are the process's own
+(``wait4``):
   report            raytrace-kit report SESSION
   report (again)    the same, measured apart: the noise floor
   report --json     raytrace-kit report SESSION --json
   calls() for ref.  python -c "open_session(SESSION).calls()": what keeping every call costs
 
-Targets (issue 14): the report in at most 3 s and 256 MB peak.
+Targets (issues 14 and 26): the report in at most 3 s and 256 MB peak, for each shape.
 
-Run: python benchmarks/report.py [--calls 500000] [--rounds 3]
+Run: python benchmarks/report.py [--calls 500000] [--rounds 3] [--shape pipeline|real|both]
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
+
+sys.path.insert(0, str(Path(__file__).parent))
+from real_session import write_real_session  # the real-shaped session
 
 PROCESSES = 8
 MIB = 2**20
@@ -46,10 +57,15 @@ def variants(session: Path) -> dict[str, list[str]]:
     }
 
 
-def write_session(directory: Path, calls: int) -> None:
-    """``calls`` calls in :data:`PROCESSES` worker files, through the kit's writer."""
+def rotate_as_long_runs_do() -> None:
+    """Rotate event files at 32 MiB (set before the kit's writer reads the limits)."""
     os.environ["RAYTRACE_ROTATION_MAX_BYTES"] = str(32 * MIB)
     os.environ["RAYTRACE_ROTATION_BACKUP_COUNT"] = "100"
+
+
+def write_session(directory: Path, calls: int) -> None:
+    """``calls`` calls in :data:`PROCESSES` worker files, through the kit's writer."""
+    rotate_as_long_runs_do()
     from raytrace_kit._output import encode  # noqa: PLC0415 -- after the rotation settings
     from raytrace_kit._output.writer import EventWriter  # noqa: PLC0415
     from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
@@ -105,8 +121,20 @@ def write_session(directory: Path, calls: int) -> None:
         writer.close()
 
 
-def run(command: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS bytes of one fresh process running ``command``."""
+class Run(NamedTuple):
+    """One fresh process's run: wall seconds, peak RSS bytes, CPU seconds (user + system).
+
+    CPU time is what a machine busy with other work inflates least: on a shared 2-core
+    machine, compare it too.
+    """
+
+    seconds: float
+    peak: int
+    cpu: float
+
+
+def run(command: list[str]) -> Run:
+    """One fresh process running ``command``, measured."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
@@ -114,45 +142,48 @@ def run(command: list[str]) -> tuple[float, int]:
     if os.waitstatus_to_exitcode(status) != 0:
         msg = f"{command} failed with {status}"
         raise RuntimeError(msg)
-    return seconds, usage.ru_maxrss * 1024
+    return Run(seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime)
 
 
-def write_and_say(directory: Path, calls: int) -> None:
-    """Write the session into ``directory`` and say how big it is and how long it took."""
+def write_and_say(directory: Path, calls: int, shape: str = "pipeline") -> None:
+    """Write a session of ``shape`` into ``directory``; say how big it is, how long it took."""
     started = time.perf_counter()
-    write_session(directory, calls)
+    if shape == "real":
+        rotate_as_long_runs_do()
+        write_real_session(directory, calls)
+    else:
+        write_session(directory, calls)
     files = sorted(directory.glob("events-*.jsonl*"))
     size = sum(f.stat().st_size for f in files)
     print(
-        f"session: {calls:,} calls ({2 * calls:,} events), {size / MIB:.0f} MiB in "
+        f"{shape} session: {calls:,} calls ({2 * calls:,} events), {size / MIB:.0f} MiB in "
         f"{len(files)} files, written in {time.perf_counter() - started:.1f} s",
         flush=True,
     )
 
 
-def compare(
-    commands: dict[str, list[str]], rounds: int, base: str
-) -> dict[str, list[tuple[float, int]]]:
+def compare(commands: dict[str, list[str]], rounds: int, base: str) -> dict[str, list[Run]]:
     """Run each variant ``rounds`` times in rotating order; print medians, peaks, ratios.
 
-    Returns each variant's (seconds, peak bytes) per round.
+    Returns each variant's runs, one per round.
     """
     names = list(commands)
-    results: dict[str, list[tuple[float, int]]] = {name: [] for name in names}
+    results: dict[str, list[Run]] = {name: [] for name in names}
     run(commands[base])  # warm the page cache: every variant reads the same bytes
     for round_number in range(rounds):
         shift = round_number % len(names)
         for name in names[shift:] + names[:shift]:
             results[name].append(run(commands[name]))
     ratio = f"vs {base}"
-    print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'peak MiB':>10}{ratio:>14}")
-    base_median = statistics.median(s for s, _ in results[base])
+    print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'CPU s':>8}{'peak MiB':>10}{ratio:>14}")
+    base_median = statistics.median(r.seconds for r in results[base])
     for name in names:
-        seconds = [s for s, _ in results[name]]
-        peak = max(p for _, p in results[name])
+        seconds = [r.seconds for r in results[name]]
+        cpu = statistics.median(r.cpu for r in results[name])
+        peak = max(r.peak for r in results[name])
         median = statistics.median(seconds)
         print(
-            f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{peak / MIB:>10.0f}"
+            f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{cpu:>8.2f}{peak / MIB:>10.0f}"
             f"{median / base_median:>13.2f}x"
         )
     return results
@@ -162,15 +193,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shape", choices=["pipeline", "real", "both"], default="both")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        session = Path(tmp)
-        write_and_say(session, args.calls)
-        results = compare(variants(session), args.rounds, "report")
-        base = statistics.median(s for s, _ in results["report"])
-        floor = statistics.median(s for s, _ in results["report (again)"]) / base
-        print(f"\nnoise floor (report again / report): {floor:.3f}")
-        print("targets: report <= 3 s and <= 256 MiB peak (start-up included)")
+    shapes = ["pipeline", "real"] if args.shape == "both" else [args.shape]
+    for shape in shapes:
+        with tempfile.TemporaryDirectory() as tmp:  # one session on disk at a time
+            session = Path(tmp)
+            print(f"\n--- {shape} ---", flush=True)
+            write_and_say(session, args.calls, shape)
+            results = compare(variants(session), args.rounds, "report")
+            base = statistics.median(r.seconds for r in results["report"])
+            floor = statistics.median(r.seconds for r in results["report (again)"]) / base
+            print(f"\nnoise floor (report again / report): {floor:.3f}")
+    print("targets: report <= 3 s and <= 256 MiB peak (start-up included), each shape")
 
 
 if __name__ == "__main__":

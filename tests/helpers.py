@@ -160,10 +160,16 @@ class EventFile:
         function: str,
         *,
         actor_id: str | None = None,
+        parent: str | None = None,
+        args: tuple[Any, ...] | None = None,
         rss: int = 2**20,
         at: float | None = None,
     ) -> None:
-        """Write the ``call.start`` of a call (of an actor's method if ``actor_id`` is given)."""
+        """Write the ``call.start`` of a call (of an actor's method if ``actor_id`` is given).
+
+        ``parent`` is the call id of the call that submitted this one; ``args`` its
+        arguments, as ``log_args=True`` records them.
+        """
         encode = self._encode
         kind = "actor_method" if actor_id else "task"
         members = self._members[call_id] = encode.call_members(
@@ -174,10 +180,13 @@ class EventFile:
             actor_id=actor_id,
             identity=self.identity,
             attempt=0,
+            parent=f"{parent}/{parent.ljust(48, 'f')}" if parent else None,
         )
         self._rss[call_id] = rss
-        figures = encode.memory_members((rss, rss // 2, rss))
-        self.writer.write(_stamped(encode.call_line("call.start", "info", members, figures), at))
+        tail = encode.memory_members((rss, rss // 2, rss))
+        if args is not None:
+            tail += encode.args_members(args, {})
+        self.writer.write(_stamped(encode.call_line("call.start", "info", members, tail), at))
 
     def end(
         self,
@@ -192,10 +201,10 @@ class EventFile:
         encode = self._encode
         figures = (rss, rss // 2, rss)
         tail = encode.end_members(
-            seconds, error, None, rss_start=self._rss[call_id], figures=figures
+            seconds, error, None, rss_start=self._rss.pop(call_id), figures=figures
         )
         level = "info" if error is None else "error"
-        line = encode.call_line("call.end", level, self._members[call_id], tail)
+        line = encode.call_line("call.end", level, self._members.pop(call_id), tail)
         self.writer.write(_stamped(line, at))
 
     def close(self) -> None:
@@ -246,6 +255,46 @@ def write_known_run(directory: Path) -> None:
         fetch.end(call, seconds=took, rss=rss, at=KNOWN_START + begun + took)
         begun += took + 0.1
     fetch.close()
+
+
+# --- a run of many parents, for what a report's work grows with ---
+
+MANY_PARENTS_ROUND = 50  # calls per round: a parent, its 5 children, 11 more per process
+
+
+def write_many_parents(directory: Path, calls: int) -> None:
+    """Write about ``calls`` calls of four processes, a parent and its children in each round.
+
+    Each round (a second of the run) pid 1001 runs a ``jobs.fan_out`` that submits 5
+    ``jobs.step`` calls to pids 1002 to 1004, one after another (the ray.get-in-a-loop
+    pattern), and ends after them; then each process runs 11 calls of its own. Call ids are
+    the kit's (a prefix per process, a counter). Read in order of their files' names, the
+    parents' process comes first: a parent is read before its children.
+    """
+    files = [EventFile(directory, 1001 + i) for i in range(4)]
+    counters = [0] * len(files)
+
+    def call_id(process: int) -> str:
+        counters[process] += 1
+        return f"{1001 + process:010x}{counters[process]:06x}"
+
+    for round_number in range(calls // MANY_PARENTS_ROUND):
+        begun = KNOWN_START + round_number
+        parent = call_id(0)
+        files[0].start(parent, "jobs.fan_out", rss=MIB, at=begun)
+        for k in range(5):
+            child, events = call_id(1 + k % 3), files[1 + k % 3]
+            at = begun + 0.1 * k + 0.01
+            events.start(child, "jobs.step", parent=parent, rss=MIB, at=at)
+            events.end(child, seconds=0.08, rss=MIB, at=at + 0.08)
+        files[0].end(parent, seconds=0.6, rss=MIB, at=begun + 0.6)
+        for process, events in enumerate(files):
+            for j in range(11):
+                made, at = call_id(process), begun + 0.62 + 0.03 * j
+                events.start(made, f"jobs.work{j}", rss=MIB, at=at)
+                events.end(made, seconds=0.02, rss=MIB, at=at + 0.02)
+    for events in files:
+        events.close()
 
 
 def pictures(markup: str) -> dict[str, ElementTree.Element]:

@@ -43,3 +43,26 @@ def test_logs_are_found_from_the_places_a_session_is_opened(tmp_path: Path) -> N
 
 def test_no_wanted_workers_reads_nothing() -> None:
     assert worker_deaths(RECORDED, [None, ""]) == {}  # type: ignore[list-item]
+
+
+def test_a_crash_is_read_from_its_workers_err_file_listed_once(tmp_path: Path) -> None:
+    """Two workers died: one's .err (moved to logs/old) shows SIGSEGV, the other has none."""
+    crashed, killed = "c1" * 28, "d2" * 28
+    record = (
+        "[2026-11-25 10:00:0{n},123 I 123 456] (gcs_server) gcs_worker_manager.cc:70: Reporting "
+        "worker exit, worker id = {w}, node id = {node}, address = 10.0.0.1, exit_type = "
+        "SYSTEM_ERROR, exit_detail = Worker unexpectedly exits with a connection error code 2. "
+        "End of file.\n"
+    )
+    (tmp_path / "gcs_server.out").write_text(
+        record.format(n=1, w=crashed, node="ab" * 28) + record.format(n=2, w=killed, node="ab" * 28)
+    )
+    (tmp_path / "old").mkdir()
+    err = tmp_path / "old" / f"worker-{crashed}-01000000-4242.err"
+    err.write_text("Fatal Python error: Segmentation fault\n*** SIGSEGV received at time=17\n")
+    (tmp_path / f"worker-{killed}-01000000-4243.err").write_text("nothing fatal here\n")
+    deaths = worker_deaths(tmp_path, [crashed, killed])
+    assert deaths[crashed].kind == "crash"
+    assert deaths[crashed].err_file == str(err)
+    assert deaths[killed].kind == "killed"
+    assert deaths[killed].err_file is None

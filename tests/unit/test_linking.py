@@ -6,7 +6,9 @@ calls are written by the kit's own encoder and writer into a temporary session.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 import traceback
@@ -214,6 +216,29 @@ class TestInterruptedCalls:
         assert call is not None
         assert call.function == "jobs.Holder.hold"
         assert linking.actor_call(interrupted, "ff" * 16) is None
+
+
+class TestDeathsOf:
+    """``deaths_of``: Ray's record of each cut-off call's worker, for several calls at once."""
+
+    def test_each_call_gets_its_workers_death_weighed_by_its_memory(self, tmp_path: Path) -> None:
+        """Of two cut-off calls, the one whose worker Ray's memory monitor killed has a death."""
+        logs = tmp_path / "logs"
+        kit = logs / "raytrace_kit"
+        kit.mkdir(parents=True)
+        shutil.copy(RECORDED, logs / "gcs_server.out")
+        killed, other = EventFile(kit, 201), EventFile(kit, 202)
+        oom_worker = "ed7d0a793a26269a9269fc75ce277627f7d227bdca6cf2cbde6386d7"
+        killed.identity = dataclasses.replace(killed.identity, worker_id=oom_worker)
+        killed.start("k1", "jobs.grow", rss=3 * 2**30)
+        other.start("o1", "jobs.other")
+        killed.close()
+        other.close()
+        opened = raytrace_kit.open_session(tmp_path)
+        deaths = linking.deaths_of(opened.calls(status="interrupted"), opened)
+        assert list(deaths) == ["k1"]
+        assert deaths["k1"].kind == "oom"
+        assert deaths["k1"].held == 3 * 2**30
 
 
 class TestStillRunning:

@@ -44,10 +44,10 @@ def _write(
 
 
 def test_a_parent_read_before_its_children_is_still_named(tmp_path: Path) -> None:
-    """A parent read before its children is found again, by its call id's prefix.
+    """A parent read before its children is named from memory, by its call id.
 
-    The report keeps no name per call; the prefix names the parent's process, whose files
-    it searches for the parent's line.
+    The report keeps each call's function at its id's place (4 bytes a call), so no file
+    is read again to name it.
     """
     # Sorted by name, pid 1000's file (the parent's) is read before pid 2000's (the kids').
     _write(tmp_path, 1000, [("aaaaaaaaaa000001", "jobs.driver_loop", None, 0.0)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["Call", "CallStart", "Named"]
+__all__ = ["Call", "CallStart"]
 
 
 class Call(msgspec.Struct, gc=False):
@@ -67,9 +67,3 @@ class CallStart(msgspec.Struct, gc=False):
     call_id: str = ""
     timestamp: str = ""
     rss_bytes: int | None = None
-
-
-class Named(msgspec.Struct):
-    """What a report needs of a call whose name it looks up: the function."""
-
-    function: str = ""

@@ -6,7 +6,6 @@ a process's rotated files are read oldest first, so a call that spans a rotation
 
 from __future__ import annotations
 
-import mmap
 import operator
 import re
 from collections.abc import Iterator
@@ -19,8 +18,8 @@ from raytrace_kit._output.schema import Call, CallStart
 __all__ = [
     "STARTED",
     "Call",
+    "StartLine",
     "distinct_processes",
-    "first_line",
     "iter_calls",
     "process_calls",
     "processes",
@@ -85,12 +84,28 @@ def _blocks(file: Path) -> Iterator[list[bytes]]:
             yield [rest]
 
 
-def iter_calls(files: list[Path]) -> Iterator[Call]:  # noqa: PLR0912 -- the hot loop
+class StartLine:
+    """Where :func:`iter_calls` leaves the ``call.start`` line of the call it yielded last.
+
+    For what a report shows of a call it names (a straggler's arguments): the line is at
+    hand as the call goes by, so no file is searched for it afterwards.
+    """
+
+    __slots__ = ("line",)
+
+    def __init__(self) -> None:
+        self.line: bytes | None = None
+
+
+def iter_calls(  # noqa: PLR0912 -- the hot loop
+    files: list[Path], start: StartLine | None = None
+) -> Iterator[Call]:
     """The calls of one process, as its files have them (end order), interrupted ones last.
 
     ``files`` are the process's files oldest first (see :func:`processes`), so a call whose
     start and end were rotated into two files joins. A ``call.start`` is decoded only when
     its ``call.end`` lacks what it has (files of before ``rss_start_bytes``) or never came.
+    ``start``, if given, holds the ``call.start`` line of each call while it is yielded.
     """
     starts: dict[str, bytes] = {}
     end = _END
@@ -115,6 +130,8 @@ def iter_calls(files: list[Path]) -> Iterator[Call]:  # noqa: PLR0912 -- the hot
                             call.started = begun[_STAMP_START:_STAMP_END].decode()
                         else:  # another writer's line, or a call.end of before rss_start_bytes
                             _join(call, begun)
+                        if start is not None:
+                            start.line = begun
                         yield call
                     elif raw.startswith(b'start"', at):  # not a user's own "call.something"
                         found = raw.find(b'"call_id":"', at) + 11
@@ -128,6 +145,8 @@ def iter_calls(files: list[Path]) -> Iterator[Call]:  # noqa: PLR0912 -- the hot
     for raw in starts.values():
         interrupted = _interrupted(raw)
         if interrupted is not None:
+            if start is not None:
+                start.line = raw
             yield interrupted
 
 
@@ -170,28 +189,6 @@ def _size(file: Path) -> int:
         return file.stat().st_size
     except OSError:
         return 0
-
-
-def first_line(files: list[Path], call_id: str) -> bytes | None:
-    """The first line of a call in its process's files: searched, never read whole.
-
-    For the few calls a finding names (a parent's name, a straggler's arguments): each file
-    is mapped and searched, so a 512 MiB file costs no 512 MiB of memory.
-    """
-    needle = b'"call_id":"' + call_id.encode() + b'"'
-    for file in files:
-        try:
-            with (
-                file.open("rb") as raw,
-                mmap.mmap(raw.fileno(), 0, access=mmap.ACCESS_READ) as data,
-            ):
-                at = data.find(needle)
-                if at >= 0:
-                    end = data.find(b"\n", at)
-                    return data[data.rfind(b"\n", 0, at) + 1 : end if end >= 0 else len(data)]
-        except (OSError, ValueError):  # gone, or empty (an empty file cannot be mapped)
-            continue
-    return None
 
 
 def unique(calls: list[Call]) -> list[Call]:

@@ -186,6 +186,7 @@ def worker_deaths(logs: Path, worker_ids: Iterable[str]) -> dict[str, WorkerDeat
     if not wanted:
         return {}
     found: dict[str, WorkerDeath] = {}
+    err_files: dict[str, list[Path]] | None = None  # listed once, when a death is found
     for path in sorted(logs.glob("gcs_server*.out*")):
         for record in _records(path, "Reporting worker exit"):
             match = _EXIT.search(record)
@@ -193,7 +194,9 @@ def worker_deaths(logs: Path, worker_ids: Iterable[str]) -> dict[str, WorkerDeat
                 continue
             detail = match["detail"].strip()[:_MAX_DETAIL]
             code = _CODE.search(detail)
-            signal, err_file = _signal(logs, match["worker"])
+            if err_files is None:
+                err_files = _err_files(logs)
+            signal, err_file = _signal(err_files.get(match["worker"], []))
             found[match["worker"]] = WorkerDeath(
                 worker_id=match["worker"],
                 node_id=match["node"],
@@ -225,22 +228,31 @@ def _records(path: Path, phrase: str) -> Iterable[str]:
         yield "".join(current)
 
 
-def _signal(logs: Path, worker_id: str) -> tuple[str | None, str | None]:
-    """A fatal signal the worker's own log shows, and that log's path.
+def _err_files(logs: Path) -> dict[str, list[Path]]:
+    """The workers' ``worker-<worker id>-<job>-<pid>.err`` files, by worker id.
 
-    Ray moves dead workers' logs to ``logs/old``, so both places are searched.
+    Ray moves dead workers' logs to ``logs/old``, so both places are listed, once for all
+    the deaths a report looks up (a Ray logs directory may hold thousands of files).
     """
+    found: dict[str, list[Path]] = {}
     for folder in (logs, logs / "old"):
-        for path in folder.glob(f"worker-{worker_id}-*.err"):
-            try:
-                with path.open("rb") as handle:  # the crash is at the end: read the tail
-                    handle.seek(max(path.stat().st_size - _TAIL, 0))
-                    text = handle.read().decode("utf-8", "replace")
-            except OSError:
-                continue
-            match = _SIGNAL.search(text)
-            if match:
-                return match["signal"], str(path)
+        for path in folder.glob("worker-*.err"):
+            found.setdefault(path.name.split("-", 2)[1], []).append(path)
+    return found
+
+
+def _signal(paths: list[Path]) -> tuple[str | None, str | None]:
+    """A fatal signal a worker's own log (one of ``paths``) shows, and that log's path."""
+    for path in paths:
+        try:
+            with path.open("rb") as handle:  # the crash is at the end: read the tail
+                handle.seek(max(path.stat().st_size - _TAIL, 0))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        match = _SIGNAL.search(text)
+        if match:
+            return match["signal"], str(path)
     return None, None
 
 

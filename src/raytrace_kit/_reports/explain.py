@@ -251,10 +251,12 @@ def _with_death(  # noqa: PLR0911 -- one link per kind of death
         return _died(explained, dead[0], session)
     if not dead:
         return explained
+    latest = dead[-5:]
+    deaths = linking.deaths_of(latest, session)  # Ray's logs read once for the five
     listed = tuple(
         f"{c.function} (pid {c.pid}, started {c.started[11:23]}): "
-        + (death.cause if (death := linking.death_of(c, session)) else "no Ray record")
-        for c in reversed(dead[-5:])
+        + (death.cause if (death := deaths.get(c.call_id)) else "no Ray record")
+        for c in reversed(latest)
     )
     return replace(
         explained,

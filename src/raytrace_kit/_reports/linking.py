@@ -23,6 +23,7 @@ from raytrace_kit.exceptions import EventsNotFoundError
 __all__ = [
     "actor_call",
     "death_of",
+    "deaths_of",
     "failing_call",
     "interrupted_calls",
     "plain",
@@ -146,14 +147,24 @@ def text_death(text: str) -> WorkerDeath | None:
 
 def death_of(call: Call, session: Session | None) -> WorkerDeath | None:
     """Ray's record of the exit of the worker that ran ``call``, weighed by its memory."""
+    return deaths_of([call], session).get(call.call_id)
+
+
+def deaths_of(calls: list[Call], session: Session | None) -> dict[str, WorkerDeath]:
+    """:func:`death_of` for several calls, by call id: Ray's logs are read once for all."""
     opened = _session(session)
-    if opened is None or not call.worker_id:
-        return None
+    wanted = [call for call in calls if call.worker_id]
+    if opened is None or not wanted:
+        return {}
     logs = find_ray_logs(opened.root)
     if logs is None:
-        return None
-    death = worker_deaths(logs, [call.worker_id]).get(call.worker_id)
-    return None if death is None else replace(death, held=call.rss_start_bytes)
+        return {}
+    deaths = worker_deaths(logs, [call.worker_id or "" for call in wanted])
+    return {
+        call.call_id: replace(death, held=call.rss_start_bytes)
+        for call in wanted
+        if (death := deaths.get(call.worker_id or "")) is not None
+    }
 
 
 def still_running(pid: int | None, started: str) -> bool:

@@ -1,9 +1,10 @@
 """What a report keeps while it streams over a session's calls: aggregates, not the calls.
 
 :class:`Tally` takes each process's calls once, in the order its files have them, and
-keeps counts, per-function durations (8 bytes a call), the largest figures, the state
-of the findings that need an order (a process's memory run, an actor's queue), and each
-process's lane over time for the pictures (bounded: ``lanes.py``).
+keeps counts, per-function durations (8 bytes a call), each call's id by its function (8
+bytes a call: ``names.py``), the largest figures, the state of the findings that need an
+order (a process's memory run: ``leaks.py``; an actor's queue), and each process's lane
+over time for the pictures (bounded: ``lanes.py``). Nothing is read twice.
 """
 
 from __future__ import annotations
@@ -11,60 +12,54 @@ from __future__ import annotations
 import contextlib
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from raytrace_kit._output.schema import Call, Named
-from raytrace_kit._reports.calls import first_line
+from raytrace_kit._output.schema import Call
+from raytrace_kit._reports.calls import StartLine
+from raytrace_kit._reports.finding import Finding
 from raytrace_kit._reports.lanes import Lane, seconds
+from raytrace_kit._reports.leaks import LeakRun
+from raytrace_kit._reports.names import PACK_EVERY, CallNames
 
-__all__ = ["MAX_LISTED", "ActorRun", "Finding", "Function", "Tally", "seconds"]
+__all__ = ["MAX_LISTED", "ActorRun", "Function", "Tally", "seconds"]
 
-LEAK_MIN_CALLS = 5  # a process whose RSS rose over at least this many calls in a row...
-LEAK_MIN_BYTES = 32 * 2**20  # ...by at least this much in all: the leak signature
-_GREW = 2**20  # a call that grew its process by less is not named as growing it
 _BUSY_MIN_S = 0.05  # CPU against wall time means something only for calls this long
 MAX_LISTED = 1000  # task ids per failure group, interrupted calls: enough to act on
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem the records show: what, the evidence, and the fix.
-
-    ``kind`` names the rule for machines (``tiny_tasks``, ``one_at_a_time``,
-    ``serializing_actor``, ``leak``, ``cpu_oversubscription``, ``flaky_retries``, and
-    ``death_<cause>``); ``subject`` is the function, actor or process it is about.
-    """
-
-    title: str
-    evidence: str
-    fix: str
-    kind: str = ""
-    subject: str = ""
 
 
 class Function:
     """One function's aggregates: its durations (8 bytes a call) and largest figures."""
 
-    __slots__ = ("durations", "growth", "private", "retries", "slowest", "task")
+    __slots__ = ("durations", "growth", "private", "retries", "slowest", "slowest_start", "task")
 
     def __init__(self) -> None:
         self.durations: array[float] = array("d")
-        self.slowest: Call | None = None  # the one call a straggler finding names
+        self.slowest: Call | None = None  # the one call a straggler finding names...
+        self.slowest_start: bytes | None = None  # ...and its call.start line, kept as it went
         self.growth: int | None = None
         self.private: int | None = None
         self.retries = 0
         self.task = False
+
+    def start_event(self) -> dict[str, Any] | None:
+        """The slowest call's ``call.start`` as a dict (its ``args`` where recorded)."""
+        line = self.slowest_start
+        if line is None:
+            return None
+        with contextlib.suppress(msgspec.DecodeError):
+            event = msgspec.json.decode(line)
+            if isinstance(event, dict) and event.get("event") == "call.start":
+                return event
+        return None
 
 
 class Tally:
     """What a report keeps while it streams over the calls: aggregates, not the calls.
 
     Per call it keeps one duration (8 bytes, for the percentiles and medians) and its id
-    with its function's name (to name parents); calls with a parent or on an actor add
+    under its function (8 bytes, to name parents); calls with a parent or on an actor add
     their start and end times.
     """
 
@@ -79,9 +74,8 @@ class Tally:
         self.recovered: set[str] = set()  # ...and tasks a retry saved
         self.interrupted: list[dict[str, Any]] = []
         self.functions: dict[str, Function] = {}
-        self.children: dict[str, array[float]] = {}
-        self.names: dict[str, str] = {}  # of parents, where known before their children
-        self.files_of: dict[str, list[Path]] = {}  # a process's files, by its call ids' prefix
+        self.children: dict[str, array[float]] = {}  # by parent call id: starts and ends
+        self.names = CallNames()  # every call's id, by its function
         self.busy = 0
         self.busiest: tuple[float, str] = (0.0, "")
         self.actors: dict[str, ActorRun] = {}
@@ -89,10 +83,15 @@ class Tally:
         self.lanes: list[Lane] = []  # what the pictures draw of each process
 
     def process(  # noqa: PLR0912, PLR0915 -- the hot loop
-        self, calls: Iterator[Call], files: list[Path]
+        self, calls: Iterator[Call], start_line: StartLine | None = None
     ) -> None:
-        """Take in one process's calls (its ``files``, in the order they have them)."""
-        functions, names, nodes, children = self.functions, self.names, self.nodes, self.children
+        """Take in one process's calls, in the order its files have them.
+
+        ``start_line`` holds each call's ``call.start`` line as it goes by (``iter_calls``):
+        the slowest calls' are kept, for their arguments.
+        """
+        functions, nodes = self.functions, self.nodes
+        pending, ids_of, pack, seen = self.names.pending, self.names.ids_of, self.names.pack, 0
         leak, lane = LeakRun(), Lane()
         first, last, count = self.first, self.last, 0
         # The sums of the lane's next point, kept here: a local costs a fraction of a slot.
@@ -100,6 +99,13 @@ class Tally:
         since, until = self.since, self.until
         for call in calls:
             function, status, ended = call.function, call.status, call.ended
+            # Every call's id, whatever the window (a parent may be outside it); packed
+            # every PACK_EVERY calls, in C.
+            (pending.get(function) or ids_of(function)).append(call.call_id)
+            seen += 1
+            if seen == PACK_EVERY:
+                pack()
+                seen = 0
             begun = call.started or ended or ""
             if (since is not None and begun < since) or (until is not None and begun >= until):
                 continue
@@ -110,8 +116,6 @@ class Tally:
                 last = ended
             if call.node_id:
                 nodes.add(call.node_id)
-            if call.call_id in children:  # a parent seen before it: named now, cheaply
-                names[call.call_id] = function
             if status == "error":
                 self._failure(call)
                 lane.failure(call)
@@ -137,6 +141,7 @@ class Tally:
             slowest = aggregate.slowest
             if slowest is None or duration > (slowest.duration_s or 0.0):
                 aggregate.slowest = call
+                aggregate.slowest_start = start_line.line if start_line is not None else None
             if call.kind == "task":
                 aggregate.task = True
             if call.profile_path and call.profile_path.endswith(".bin"):
@@ -172,12 +177,12 @@ class Tally:
                 point_calls, point_ran, point_failed, point_peak = 0, 0.0, 0, -1
                 stride = lane.stride
         self.first, self.last = first, last
+        pack()
         if closing is not None and point_calls:
             lane.close(closing, point_calls, point_ran, point_failed, point_peak)
         if count:
             self.calls += count
             self.processes += 1
-            self.files_of[_prefix(call.call_id)] = files
             lane.name(call)
             self.lanes.append(lane)
         finding = leak.finding()
@@ -185,33 +190,10 @@ class Tally:
             self.leaks.append(finding)
             lane.leak = finding.title
 
-    def name_of(self, call_id: str) -> str:
-        """The function of a call, by its id: read again from its process's files if need be.
-
-        Parents are named as they stream by only when a child came first; for the few a
-        finding names, the call id's prefix (one per process) says which files to search.
-        """
-        name = self.names.get(call_id)
-        if name is not None:
-            return name
-        line = first_line(self.files_of.get(_prefix(call_id), []), call_id)
-        if line is not None:
-            with contextlib.suppress(msgspec.DecodeError):
-                name = self.names[call_id] = _NAMED(line).function
-                return name
-        return call_id
-
-    def start_event(self, call_id: str) -> dict[str, Any] | None:
-        """A call's ``call.start`` as a dict (its ``args`` where recorded), read again."""
-        # A process writes a call's start before its end: the first line is the start.
-        line = first_line(self.files_of.get(_prefix(call_id), []), call_id)
-        if line is None:
-            return None
-        with contextlib.suppress(msgspec.DecodeError):
-            event = msgspec.json.decode(line)
-            if isinstance(event, dict) and event.get("event") == "call.start":
-                return event
-        return None
+    def names_of(self, call_ids: list[str]) -> dict[str, str]:
+        """The functions of calls, by their ids (an id itself where no such call was read)."""
+        found = self.names.names_of(call_ids)
+        return {call_id: found.get(call_id, call_id) for call_id in call_ids}
 
     def _timing(self, call: Call, end: float, duration: float) -> None:
         parent = call.parent_call_id
@@ -254,125 +236,10 @@ class Tally:
             group["nodes"].add(call.node_id)
 
 
-_NAMED = msgspec.json.Decoder(Named).decode
-
-
-def _prefix(call_id: str) -> str:
-    """The part of a call id that names its process (see ``_process.new_call_id``)."""
-    return call_id[:-6]
-
-
 _INTERRUPTED_KEYS = (
     "function", "call_id", "task_id", "node_id", "worker_id", "pid", "started",
     "rss_start_bytes",
 )  # fmt: skip
-
-
-class _Run:
-    """Calls in a row of one process, each ending with more RSS than the one before."""
-
-    __slots__ = ("first", "functions", "grown", "length", "rss_from", "some", "top")
-
-    def __init__(self, calls: list[Call]) -> None:
-        first = calls[0]
-        self.first = first
-        self.rss_from = first.rss_start_bytes or first.rss_end_bytes or 0
-        self.length = 0
-        self.grown = 0
-        self.functions: set[str] = set()
-        self.some: set[str] = set()
-        self.top: list[tuple[int, str, str]] = []
-        for call in calls:
-            self.extend(call, call.rss_end_bytes or 0)
-
-    def extend(self, call: Call, rss: int) -> None:
-        self.length += 1
-        self.grown = rss - self.rss_from
-        growth = call.rss_growth_bytes or 0
-        if growth >= _GREW:  # the functions whose calls grew it...
-            self.functions.add(call.function)
-        elif growth > 0:  # ...or, for a slow leak of many small steps, grew it at all
-            self.some.add(call.function)
-        self.top.append((call.rss_growth_bytes or 0, call.call_id, call.function))
-        if len(self.top) > 3:  # keep the three calls that grew the process most
-            self.top.sort(reverse=True)
-            del self.top[3:]
-
-
-class LeakRun:
-    """A process's runs of calls, each ending with more RSS than the last: the worst.
-
-    The worst is the one that grew most among those at least :data:`LEAK_MIN_CALLS` long;
-    shorter runs cost a list.
-    """
-
-    __slots__ = ("best", "capture", "last_path", "last_rss", "run", "short")
-
-    def __init__(self) -> None:
-        self.capture: str | None = None  # the process's memray capture, if it has one
-        self.last_path = ""
-        self.short: list[Call] = []  # the current run while shorter than LEAK_MIN_CALLS
-        self.run: _Run | None = None  # the current run once long enough
-        self.best: _Run | None = None
-        self.last_rss = -1
-
-    def seen(self, path: str) -> None:
-        """A call's capture: the process's once two calls share it (a per-call one is not)."""
-        if path == self.last_path:
-            self.capture = path
-        self.last_path = path
-
-    def add(self, call: Call, rss: int) -> None:
-        if rss > self.last_rss and (self.short or self.run is not None):
-            if self.run is not None:
-                self.run.extend(call, rss)
-            else:
-                self.short.append(call)
-                if len(self.short) >= LEAK_MIN_CALLS:
-                    self.run, self.short = _Run(self.short), []
-        else:
-            self._close()
-            self.short = [call]
-        self.last_rss = rss
-
-    def _close(self) -> None:
-        run = self.run
-        if run is not None and (self.best is None or run.grown > self.best.grown):
-            self.best = run
-        self.run = None
-
-    def finding(self) -> Finding | None:
-        self._close()
-        best = self.best
-        if best is None or best.grown < LEAK_MIN_BYTES:
-            return None
-        grew = ", ".join(
-            f"{function.rsplit('.', 1)[-1]} call {call_id} +{growth / 2**20:.0f} MiB"
-            for growth, call_id, function in sorted(best.top, reverse=True)
-            if growth >= _GREW  # only the calls that grew it are named
-        )
-        first = best.first
-        if self.capture:
-            fix = (
-                "see what is still allocated at the end of that process's memray capture: "
-                f"python -m memray flamegraph --leaks {self.capture}"
-            )
-        else:
-            fix = (
-                "capture that actor's whole life: @debuggable(profile='memray', "
-                "profile_scope='actor'), then python -m memray flamegraph --leaks on its "
-                "capture (the calls' profile_path) shows what is still allocated at the end"
-            )
-        return Finding(
-            f"Memory grows call after call: pid {first.pid} on node {(first.node_id or '?')[:12]}",
-            f"RSS rose over {best.length} calls in a row, by {best.grown / 2**20:.0f} MiB in "
-            f"all, in calls of {', '.join(sorted(best.functions or best.some))}"
-            + (f" (most: {grew})" if grew else "")
-            + ": something keeps what each call makes",
-            fix,
-            "leak",
-            ", ".join(sorted(best.functions or best.some)),
-        )
 
 
 class ActorRun:

@@ -1,0 +1,98 @@
+"""report() on runs written by the kit's own renderer and writer: its findings, its work."""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from pathlib import Path
+
+import raytrace_kit
+from tests.helpers import KNOWN_START, MANY_PARENTS_ROUND, EventFile, write_many_parents
+
+
+class TestStraggler:
+    """A function's slowest call, far slower than its median: named with its arguments."""
+
+    def test_its_arguments_come_from_its_start_as_it_went_by(self, tmp_path: Path) -> None:
+        """The straggler's recorded arguments are shown; no other call's are."""
+        events = EventFile(tmp_path, 1001)
+        for index in range(8):
+            call, took = f"{1001:010x}{index:06x}", 3.0 if index == 5 else 0.2
+            begun = KNOWN_START + index * 4
+            events.start(call, "jobs.fetch", args=(index * 10,), at=begun)
+            events.end(call, seconds=took, at=begun + took)
+        events.close()
+        (finding,) = [f for f in raytrace_kit.report(tmp_path).findings if f.kind == "straggler"]
+        assert "arguments ['50'] {}" in finding.evidence
+
+
+class TestOneAtATime:
+    """Calls submitted and waited on one at a time: one finding per parent function."""
+
+    def test_many_parents_of_one_function_are_one_finding(self, tmp_path: Path) -> None:
+        """40 parents of jobs.fan_out, 5 children each: one finding that counts them."""
+        write_many_parents(tmp_path, 40 * MANY_PARENTS_ROUND)
+        (finding,) = [
+            f for f in raytrace_kit.report(tmp_path).findings if f.kind == "one_at_a_time"
+        ]
+        assert finding.subject == "jobs.fan_out"
+        assert finding.title == "Calls submitted and waited on one at a time by jobs.fan_out"
+        assert finding.evidence.startswith(
+            "40 of its calls waited on their 200 task calls one at a time: each started "
+            "after the previous ended (the ray.get-in-a-loop pattern). One of them: call "
+        )
+
+    def test_one_parent_is_named_with_its_call(self, tmp_path: Path) -> None:
+        """A single parent: its call id, and its children counted."""
+        write_many_parents(tmp_path, MANY_PARENTS_ROUND)
+        (finding,) = [
+            f for f in raytrace_kit.report(tmp_path).findings if f.kind == "one_at_a_time"
+        ]
+        assert finding.evidence.startswith(
+            f"one of its calls ({1001:010x}000001) waited on its 5 task calls one at a time"
+        )
+
+    def test_overlapping_children_are_no_finding(self, tmp_path: Path) -> None:
+        """Children that ran together: submitted first, then waited on as a list."""
+        parent, child = EventFile(tmp_path, 1001), EventFile(tmp_path, 1002)
+        parent.start("aaaaaaaaaa000001", "jobs.fan_out", at=KNOWN_START)
+        for index in range(6):
+            call = f"bbbbbbbbbb{index:06x}"
+            child.start(call, "jobs.step", parent="aaaaaaaaaa000001", at=KNOWN_START + 0.01)
+            child.end(call, seconds=0.5, at=KNOWN_START + 0.51 + index * 0.001)
+        parent.end("aaaaaaaaaa000001", seconds=0.6, at=KNOWN_START + 0.6)
+        for events in (parent, child):
+            events.close()
+        made = raytrace_kit.report(tmp_path)
+        assert made.overview["calls"] == 7
+        assert not [f for f in made.findings if f.kind == "one_at_a_time"]
+
+
+class TestWork:
+    """What a report's work grows with: its events, not its parents times its files."""
+
+    def test_twice_the_events_take_about_twice_the_work(self, tmp_path: Path) -> None:
+        """200,000 events of many parents cost under 2.5 times what 100,000 cost.
+
+        Measured as a ratio of this process's CPU time (best of 5, interleaved), not as a
+        time: a busy machine slows both alike. A report that read a parent's files again
+        to name it (each parent is read before its children) grew with parents times
+        file size: four times the work for twice the events.
+        """
+        small, large = tmp_path / "small", tmp_path / "large"
+        write_many_parents(small, 50_000)  # calls: 2 events each
+        write_many_parents(large, 100_000)
+        best = {small: math.inf, large: math.inf}
+        for path in (small, large):
+            raytrace_kit.report(path)  # warm: imports, the page cache
+        for _ in range(5):
+            for path in (small, large):
+                gc.collect()  # what the round before left is not this round's work
+                began = time.process_time()
+                made = raytrace_kit.report(path)
+                best[path] = min(best[path], time.process_time() - began)
+                assert made.overview["calls"] == (50_000 if path == small else 100_000)
+                del made
+        ratio = best[large] / best[small]
+        assert ratio < 2.5, f"{best[small]:.2f} s of CPU, then {best[large]:.2f} s: {ratio:.2f}x"
