@@ -1,0 +1,106 @@
+"""What the boundary costs per call in a Ray worker, in all and part by part.
+
+Runs inside one Ray actor, so every part runs where it runs for real (a Ray worker with its
+threads, its event file, Ray's task context). Each variant is timed in CPU time of the
+thread (``time.thread_time``), not wall time, so another process on the machine changes
+the figures little; rounds are interleaved in rotating order and the median of --rounds is
+printed, with a noise floor (the same variant measured twice).
+
+  whole call, log=True        an instrumented method called in the actor: start and end
+  whole call, log=False       the same without events: context and bookkeeping only
+  plain method                the method itself (the floor of the two above)
+  figures (3 syscalls)        memory and CPU clocks, once (a call reads them twice)
+  Ray ids                     task id, attempt and name from Ray's worker, once
+  render a call line          one call.start line, rendered to bytes (a call renders two)
+  write a line                one append to the event file (a call writes two)
+  timestamp                   the ISO 8601 time of one line
+
+Run: python benchmarks/boundary_parts.py [--calls 20000] [--rounds 9]
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from _harness import arguments
+
+
+class Echo:
+    def echo(self, x: int) -> int:
+        return x
+
+
+@ray.remote
+class Bench:
+    """Times each variant in this worker: thread CPU per call, one list per variant."""
+
+    def run(self, calls: int, rounds: int) -> dict[str, list[float]]:
+        from raytrace_kit import _process  # noqa: PLC0415 -- in the worker
+        from raytrace_kit._options import DebugOptions  # noqa: PLC0415
+        from raytrace_kit._output import encode, writer  # noqa: PLC0415
+        from raytrace_kit._output.context import ActiveCall  # noqa: PLC0415
+        from raytrace_kit._worker.instrument import instrument_class  # noqa: PLC0415
+
+        logged = instrument_class(Echo, DebugOptions(log=True))()
+        quiet = instrument_class(Echo, DebugOptions(log=False))()
+        plain = Echo()
+        logged.echo(0)  # the event file is open from here on
+        call = ActiveCall({"function": "bench.echo", "kind": "actor_method"}, "", "ray", None)
+        call.capture()
+        line = encode.call_line("call.start", "info", call.fragment)
+        write = writer.output_state.state.worker_writer.write  # type: ignore[union-attr]
+        variants: dict[str, Callable[[int], Any]] = {
+            "whole call, log=True": logged.echo,
+            "whole call, log=True (2)": logged.echo,
+            "whole call, log=False": quiet.echo,
+            "plain method": plain.echo,
+            "figures (3 syscalls)": lambda _: _process.call_figures(process_cpu=True),
+            "Ray ids": lambda _: _process.running_task(),
+            "render a call line": lambda _: encode.call_line("call.start", "info", call.fragment),
+            "write a line": lambda _: write(line),
+            "timestamp": lambda _: encode.now(),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        names = list(variants)
+        for number in range(rounds):
+            shift = number % len(names)
+            for name in names[shift:] + names[:shift]:
+                fn = variants[name]
+                started = time.thread_time()
+                for i in range(calls):
+                    fn(i)
+                samples[name].append((time.thread_time() - started) / calls * 1e6)
+        return samples
+
+
+def main() -> None:
+    args = arguments(__doc__, calls=20000, rounds=9)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    samples = ray.get(Bench.remote().run.remote(args.calls, args.rounds))
+    ray.shutdown()
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    print(f"\nThread CPU per call in a Ray worker (median of {args.rounds} interleaved rounds)")
+    for name, value in medians.items():
+        print(f"  {name:<28}{value:8.2f} us")
+    floor = medians["whole call, log=True (2)"] / medians["whole call, log=True"]
+    print(f"  noise floor (log=True twice): {floor:.3f}")
+    kit = medians["whole call, log=True"] - medians["plain method"]
+    parts = {
+        "figures x2": 2 * medians["figures (3 syscalls)"],
+        "Ray ids": medians["Ray ids"],
+        "render x2": 2 * medians["render a call line"],
+        "write x2": 2 * medians["write a line"],
+    }
+    print(f"\nThe kit's share of a logged call: {kit:.2f} us, of which")
+    for name, value in parts.items():
+        print(f"  {name:<12}{value:7.2f} us  ({value / kit:5.1%})")
+    rest = kit - sum(parts.values())
+    print(f"  {'the rest':<12}{rest:7.2f} us  ({rest / kit:5.1%}): context, ids, bookkeeping")
+
+
+if __name__ == "__main__":
+    main()
