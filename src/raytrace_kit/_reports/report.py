@@ -314,7 +314,7 @@ def report(
     """The answers about a run: overview, failures, interrupted calls, time, memory, findings.
 
     It streams over the events once and keeps aggregates, so its work grows as the events
-    do: a million events take under 3 seconds and well under 256 MB, whatever their shape
+    do, whatever their shape, and a million events take well under 256 MB
     (``benchmarks/report.py``).
 
     Args:
