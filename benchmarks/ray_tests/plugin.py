@@ -48,8 +48,10 @@ class KitRemote:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         made = self.ray_remote(*args, **kwargs)  # Ray's checks and errors, unchanged
-        if not self._from_test_file(sys._getframe(1)):
-            self.tally["left as Ray's (made outside the test files)"] += 1
+        caller = sys._getframe(1)
+        if not self._from_test_file(caller):
+            where = Path(caller.f_code.co_filename).name
+            self.tally[f"left as Ray's (made in {where})"] += 1
             return made
         if args:  # @ray.remote or ray.remote(fn): Ray's remote function or actor class
             return self._wrap(made)
