@@ -30,7 +30,7 @@ class DebuggableActorClass(Debuggable, Generic[_T]):
     _kind = "actor class"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if _is_class_statement(args, kwargs):  # class Derived(debuggable(ray.remote(Base))):
+        if _is_class_statement(args):  # class Derived(debuggable(ray.remote(Base))):
             _subclass_as_ray_does(*args)
         super().__init__(*args, **kwargs)
         pin = self._options.pin
@@ -70,7 +70,7 @@ class DebuggableActorClass(Debuggable, Generic[_T]):
         raise UsageError(msg)
 
 
-def _is_class_statement(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _is_class_statement(args: tuple[Any, ...]) -> bool:
     """Whether Python is building a class on a proxy: ``type(base)(name, bases, namespace)``."""
     return (
         len(args) == 3

@@ -314,9 +314,7 @@ def error_ref(exc: BaseException, function: str) -> LocalRef:
     A user exception becomes a ``RayTaskError``; a Ray system error (``ActorDiedError``
     for a killed local actor) is raised as it is, as Ray raises it.
     """
-    if isinstance(exc, RayError) and not isinstance(exc, RayTaskError):
-        return LocalRef(error=exc)
-    if isinstance(exc, RayTaskError):
+    if isinstance(exc, RayError):  # a system error, or a RayTaskError already made
         return LocalRef(error=exc)
     return LocalRef(error=_as_delivered(task_error(exc, function)))
 
