@@ -13,8 +13,14 @@ runs each test file twice, one pytest at a time: plain, then with ``-p plugin``,
 ``--junitxml``. It prints, per file, the tests that ran, how many passed plain and with the
 kit, and every test whose outcome differs, with the first line of its failure message.
 
+With ``--instrument`` the kit's run is whole-program instrumentation instead (issue 29):
+``pytest --raytrace-instrument``, raytrace_kit's own plugin calling ``instrument()``, so
+every remote of the test files is sent through a proxy when it is submitted, as under
+``raytrace-kit run``.
+
 Run:
   python benchmarks/ray_tests/compare.py --files /tmp/ray_tests_src
+  python benchmarks/ray_tests/compare.py --files /tmp/ray_tests_src --instrument
   python benchmarks/ray_tests/compare.py --files /tmp/ray_tests_src --only test_asyncio.py
 """
 
@@ -193,7 +199,9 @@ def run_pytest(workdir: Path, test_file: str, with_kit: bool, limits: argparse.N
         "-q",
         "-rN",
     ]
-    if with_kit:
+    if with_kit and limits.instrument:
+        command += ["--raytrace-instrument"]  # raytrace_kit's own plugin: instrument()
+    elif with_kit:
         command += ["-p", "plugin"]
     env = {
         **os.environ,
@@ -351,6 +359,12 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=TEST_FILES, help="run these test files")
     parser.add_argument("--workdir", type=Path, help="build here instead of a new temp folder")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, xml)")
+    parser.add_argument(
+        "--instrument",
+        action="store_true",
+        help="the kit's run: instrument() through pytest --raytrace-instrument (what "
+        "raytrace-kit run does), instead of debuggable() on each remote (plugin.py)",
+    )
     parser.add_argument("--test-timeout", type=int, default=180, help="seconds per test phase")
     parser.add_argument("--file-timeout", type=int, default=1200, help="seconds per pytest run")
     args = parser.parse_args()

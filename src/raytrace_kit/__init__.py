@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from raytrace_kit._driver.collect import collect
     from raytrace_kit._driver.decorate import debuggable
     from raytrace_kit._driver.function import DebuggableFunction
+    from raytrace_kit._driver.program import instrument
     from raytrace_kit._driver.stacks import stacks
     from raytrace_kit._local.handles import LocalActorHandle
     from raytrace_kit._local.refs import LocalRef, LocalRefGenerator
@@ -63,6 +64,7 @@ _LAZY = {
     "profile_memory": "raytrace_kit._driver.blocks",
     "collect": "raytrace_kit._driver.collect",
     "debuggable": "raytrace_kit._driver.decorate",
+    "instrument": "raytrace_kit._driver.program",
     "DebuggableFunction": "raytrace_kit._driver.function",
     "stacks": "raytrace_kit._driver.stacks",
     "LocalActorHandle": "raytrace_kit._local.handles",
@@ -165,6 +167,7 @@ __all__ = [
     "explain",
     "flamegraph",
     "get_logger",
+    "instrument",
     "is_local_mode",
     "local_mode",
     "log_dir",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
@@ -25,6 +26,7 @@ __all__ = [
     "KitOptions",
     "Pin",
     "ProfileKind",
+    "Program",
     "as_pin",
     "memray_available",
     "qualified_name",
@@ -81,6 +83,9 @@ class DebugOptions:
     pin: Pin | None = None
     # Set internally for calls submitted inside a profile_memory()/profile_cpu() block.
     profile_block: str | None = None
+    # Set internally for what instrument() made debuggable: the workers that run its calls
+    # instrument what they submit too.
+    program: Program | None = None
 
     def replace(self, **changes: Any) -> DebugOptions:
         """Return a copy with ``changes`` applied, after validating them.
@@ -108,6 +113,24 @@ class DebugOptions:
             )
             raise InvalidOptionError(msg, "profile_scope")
         return updated
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """What :func:`raytrace_kit.instrument` covers: travels with each call it instruments.
+
+    Attributes:
+        install: Installs the instrumentation in a process (the worker that runs a call),
+            given the options of what is instrumented:
+            a module-level function, shipped by reference.
+        include: Module name patterns (``fnmatch``) instrumented even outside the user's
+            code (a third-party package, say).
+        exclude: Module name patterns never instrumented (they win over ``include``).
+    """
+
+    install: Callable[[DebugOptions], None]
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from raytrace_kit import _registry
 
 __all__ = [
     "RAY_OWN",
+    "TAKEN",
     "ActorClass",
     "CloudPickler",
     "DynamicObjectRefGenerator",
@@ -40,7 +41,9 @@ __all__ = [
     "current_actor_id",
     "current_task",
     "default_options_of",
+    "is_kit_patch",
     "is_kit_remote",
+    "is_taken",
     "is_worker_process",
     "machine_resources",
     "mark_kit_remote",
@@ -254,6 +257,17 @@ def is_kit_remote(remote: Any) -> bool:
     return bool(getattr(remote, _KIT_MARK, False))
 
 
+# Whether a plain remote function or actor class is sent through a proxy by instrument()
+# when it is submitted: set by instrument(), read by local mode (which then neither warns
+# about it as a plain call nor converts its arguments).
+TAKEN: list[Callable[[Any], bool]] = []
+
+
+def is_taken(remote: Any) -> bool:
+    """Whether instrument() takes the calls of ``remote`` (a plain Ray object)."""
+    return bool(TAKEN) and TAKEN[0](remote)
+
+
 # Ray's own functions, as they were before any hook of the kit's replaced them: by name
 # under ``ray`` (``get``, ``actor.exit_actor`` ...). Local mode calls these for what is not
 # local; the hooks fill in the rest as they are installed.
@@ -273,8 +287,8 @@ _PATCHES: dict[str, tuple[Any, str, Callable[..., Any], Callable[..., Any]]] = {
 
 
 def attribute_owner(dotted: str) -> tuple[Any, str]:
-    """The object that holds ``ray.<dotted>``, and the attribute's name."""
-    path, _, attribute = dotted.rpartition(".")
+    """The object that holds ``ray.<dotted>``, and the attribute's name (``#suffix`` cut)."""
+    path, _, attribute = dotted.partition("#")[0].rpartition(".")
     owner: Any = ray
     for part in filter(None, path.split(".")):
         owner = getattr(owner, part)
@@ -286,6 +300,11 @@ def patched(key: str) -> bool:
     return key in _PATCHES
 
 
+def is_kit_patch(value: object) -> bool:
+    """Whether ``value`` is one of the kit's patches in force (another may stack on it)."""
+    return any(entry[3] is value for entry in _PATCHES.values())
+
+
 def patch(key: str, owner: Any, attribute: str, ours: Callable[..., Any]) -> None:
     """Put ``ours`` in place of ``owner.attribute``; :func:`unpatch_all` puts Ray's back."""
     _PATCHES[key] = (owner, attribute, getattr(owner, attribute), ours)
@@ -294,6 +313,7 @@ def patch(key: str, owner: Any, attribute: str, ours: Callable[..., Any]) -> Non
 
 def _unpatch_all() -> None:
     """Put back Ray's own where the kit's patches are still in place (for tests)."""
+    TAKEN.clear()
     # Newest first: two patches of one attribute unwind to Ray's own.
     for owner, attribute, original, ours in reversed(_PATCHES.values()):
         if getattr(owner, attribute, None) is ours:

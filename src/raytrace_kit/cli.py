@@ -1,6 +1,8 @@
 """The ``raytrace-kit`` command (also ``python -m raytrace_kit``): read runs from a shell.
 
 Subcommands:
+    run [OPTIONS] [--] SCRIPT|-m MODULE [ARGS]
+                        run a program with every remote of its code instrumented
     report [SOURCE]     what failed and where, what died, where time and memory went
     events [SOURCE]     the events, one readable line each (or JSON lines with --json)
     timeline [SOURCE]   write a Chrome trace / Perfetto file of the calls
@@ -28,6 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from raytrace_kit._driver import launch
+
 __all__ = ["main"]
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EMPTY = 1, 2, 3
@@ -42,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         "kit records and is yours; `raytrace-kit sessions` lists them).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    launch.add_command(commands)
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument(
         "-q", "--quiet", action="store_true", help="do not say which run was read (on stderr)"
@@ -290,9 +295,15 @@ _COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return its exit code."""
-    arguments = _parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] = []
+    if given[:1] == ["run"]:
+        given, rest = launch.split_argv(given)
+    arguments = _parser().parse_args(given)
     from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError  # noqa: PLC0415
 
+    if arguments.command == "run":
+        return launch.command(arguments, [*arguments.program, *rest])
     try:
         return _COMMANDS[arguments.command](arguments)
     except (EventsNotFoundError, _NoEventsError) as exc:

@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -71,6 +72,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run every test in raytrace_kit's strict local mode (no Ray cluster)",
     )
     group.addoption(
+        "--raytrace-instrument",
+        action="store_true",
+        help="instrument every Ray remote of the code under test (as raytrace-kit run does; "
+        "RAYTRACE_KIT_INSTRUMENT=... gives options)",
+    )
+    group.addoption(
         "--no-raytrace-summary",
         action="store_true",
         help="leave out the summary of failed and slowest debuggable calls",
@@ -82,6 +89,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "ray_local: run the test in raytrace_kit's strict local mode (no cluster)"
     )
     config.stash[_STARTED] = datetime.now(timezone.utc)
+    setting = os.environ.get("RAYTRACE_KIT_INSTRUMENT", "")
+    if config.getoption("raytrace_instrument") or setting:
+        # Every remote of the code under test instrumented, as raytrace-kit run does.
+        from raytrace_kit._driver import program  # noqa: PLC0415 -- only when asked
+
+        program.instrument(**program.options_from_env(setting or "1"))
 
 
 _STARTED = pytest.StashKey[datetime]()

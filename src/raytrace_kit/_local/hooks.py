@@ -305,6 +305,8 @@ def _hook_submission(original: Callable[..., Any], kind: str | None) -> Callable
     """``RemoteFunction._remote``/``ActorClass._remote``/``ActorMethod._remote``, hooked."""
 
     def submit(self: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        if kind is not None and _ray_compat.is_taken(self):  # instrument() sends it on
+            return original(self, args, kwargs, **options)
         if kind is not None and not _ray_compat.is_kit_remote(self):
             _plain_call(kind, _ray_compat.remote_name(self))
         if args or kwargs:
@@ -336,6 +338,11 @@ _SUBMISSIONS = {
 }
 
 
+def _ours_to_wrap(current: Any, original: Any) -> bool:
+    """Ray's own function, or one of the kit's other patches (instrument()'s): wrapped."""
+    return current is original or _ray_compat.is_kit_patch(current)
+
+
 def activate() -> None:
     """Install the hooks and enable local routing (idempotent, cheap when done).
 
@@ -349,13 +356,14 @@ def activate() -> None:
         for dotted, hook in _HOOKS.items():
             owner, attribute = _ray_compat.attribute_owner(dotted)
             original = RAY_OWN.setdefault(attribute, getattr(owner, attribute))
-            if getattr(owner, attribute) is not original:
+            if not _ours_to_wrap(getattr(owner, attribute), original):
                 continue  # someone else wrapped it: leave theirs alone
             _ray_compat.patch(dotted, owner, attribute, functools.wraps(original)(hook))
         for dotted, kind in _SUBMISSIONS.items():
             owner, attribute = _ray_compat.attribute_owner(dotted)
             original = RAY_OWN.setdefault(dotted, getattr(owner, attribute))
-            if getattr(owner, attribute) is not original:
+            current = getattr(owner, attribute)
+            if not _ours_to_wrap(current, original):
                 continue
-            _ray_compat.patch(dotted, owner, attribute, _hook_submission(original, kind))
+            _ray_compat.patch(dotted, owner, attribute, _hook_submission(current, kind))
         state.active = True

@@ -21,6 +21,7 @@ __all__ = [
     "ENV_LOG_DIR",
     "block_profile_path",
     "call_profile_path",
+    "driver_file_name",
     "event_file_name",
     "log_dir",
     "profiles_dir",
@@ -186,6 +187,14 @@ def event_file_name(node_id: str | None, pid: int) -> str:
     """
     node = node_id[:12] if node_id else "nonode"
     return f"events-{node}-{pid}.jsonl"
+
+
+def driver_file_name(node_id: str | None, pid: int) -> str:
+    """Name of a driver's own record (:mod:`raytrace_kit._driver.record`): ``driver-...jsonl``.
+
+    Not ``events-*``: readers of calls never open it; the report reads it for the driver.
+    """
+    return event_file_name(node_id, pid).replace("events-", "driver-", 1)
 
 
 def profiles_dir() -> Path:

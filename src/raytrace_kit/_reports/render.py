@@ -17,7 +17,7 @@ from raytrace_kit._reports.charts import pictures
 if TYPE_CHECKING:
     from raytrace_kit._reports.report import Report
 
-__all__ = ["html_card", "html_page", "sections", "text"]
+__all__ = ["driver_line", "html_card", "html_page", "sections", "text"]
 
 Section = tuple[str, tuple[str, ...], list[tuple[str, ...]]]
 
@@ -41,6 +41,29 @@ def headline(report: Report) -> str:
         f"{o['calls']} calls, {failed}, {o['interrupted']} interrupted{running}, "
         f"{o['retried']} retries; {o['nodes']} node(s), {o['processes']} process(es), "
         f"{o['span_s']:.3f} s"
+    )
+
+
+def driver_line(report: Report) -> str:
+    """What the driver did: each run, its end, and how long it blocked (empty without one)."""
+    driver = report.driver
+    if not driver:
+        return ""
+    said = []
+    for run in driver.get("runs", []):
+        ended = (
+            "still running, or killed" if run.get("duration_s") is None
+            else f"ran {run['duration_s']:.2f} s, exit status {run.get('exit_status', '?')}"
+        )  # fmt: skip
+        if run.get("error_type"):
+            ended += f" ({run['error_type']})"
+        said.append(f"{run.get('script') or '?'} (pid {run.get('pid')}): {ended}")
+    runs = "; ".join(said) or "no run record"
+    total = sum(run.get("duration_s") or 0.0 for run in driver.get("runs", []))
+    share = f" ({driver['blocked_s'] / total:.0%} of its run)" if total else ""
+    return (
+        f"{runs}; it blocked {driver.get('blocked_s', 0.0):.2f} s{share} in "
+        f"{driver.get('waits', 0)} ray.get/ray.wait call(s)"
     )
 
 
@@ -74,6 +97,14 @@ def sections(report: Report) -> list[Section]:
             [(i["function"], (i["node_id"] or "?")[:12], str(i["pid"]), i["started"][11:23],
               _mib(i["rss_start_bytes"]), i.get("cause") or "no record")
              for i in report.interrupted],
+        ))  # fmt: skip
+    sites = report.driver.get("sites")
+    if sites:
+        found.append((
+            "Where the driver waited (ray.get / ray.wait in its code)",
+            ("where", "in", "call", "times", "blocked", "longest"),
+            [(s["where"], s["function"], s["call"], str(s["count"]), f"{s['blocked_s']:.2f}s",
+              f"{s['longest_s']:.2f}s") for s in sites],
         ))  # fmt: skip
     if report.slowest:
         found.append((
@@ -122,6 +153,8 @@ def _print(console: Any, report: Report) -> None:
     from rich.table import Table  # noqa: PLC0415
 
     console.print(f"[bold]Run report[/bold]: {escape(headline(report))}", soft_wrap=True)
+    if report.driver:
+        console.print(f"[bold]Driver[/bold]: {escape(driver_line(report))}", soft_wrap=True)
     if report.findings:
         console.print("\n[bold]Findings[/bold]")
         for finding in report.findings:  # soft-wrapped: one line each, whole for grep
@@ -144,6 +177,8 @@ def _print(console: Any, report: Report) -> None:
 def html_card(report: Report) -> str:
     """The report for a notebook: its pictures, the same sections as HTML tables, escaped."""
     parts: list[str] = []
+    if report.driver:
+        parts.append(f"<div><b>Driver</b>: {html.escape(driver_line(report))}</div>")
     if report.findings:
         items = "".join(
             f"<li><b>{html.escape(f.title)}</b>: {html.escape(f.evidence)}<br>"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from raytrace_kit._reports import render
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls
 from raytrace_kit._reports.deaths import death_finding, find_ray_logs, worker_deaths
+from raytrace_kit._reports.driver import read_driver
 from raytrace_kit._reports.finding import Finding
 from raytrace_kit._reports.lanes import lanes_data
 from raytrace_kit._reports.linking import still_running
@@ -61,6 +62,7 @@ class Report:
     memory: list[dict[str, Any]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     charts: dict[str, Any] = field(default_factory=dict)  # what the pictures draw
+    driver: dict[str, Any] = field(default_factory=dict)  # the driver's runs and waits
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-ready)."""
@@ -334,7 +336,8 @@ def report(
     if start is not None and end is not None and start >= end:
         msg = f"since={since!r} is not before until={until!r}: the window is empty"
         raise InvalidValueError(msg)
-    tally = Tally(start, end)
+    driver = read_driver(session.driver_files())
+    tally = Tally(start, end, waited=driver.wanted)
     line = StartLine()
     for files in distinct_processes(session.files):
         tally.process(iter_calls(files, line), line)
@@ -364,6 +367,7 @@ def report(
         slowest=slowest,
         memory=_memory(tally),
         findings=[
+            *driver.findings(tally.waited),
             *_tiny_tasks(tally),
             *_stragglers(tally),
             *_one_at_a_time(tally),
@@ -373,6 +377,7 @@ def report(
             *_other_findings(tally),
         ],
         charts=_charts(tally, span, spreads),
+        driver=driver.overview() if driver.runs or driver.waits else {},
     )
 
 

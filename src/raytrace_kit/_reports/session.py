@@ -30,6 +30,7 @@ from raytrace_kit._reports.calls import (
     processes,
     unique,
 )
+from raytrace_kit._reports.driver import DRIVER_GLOB
 from raytrace_kit._reports.listing import Calls, Events
 from raytrace_kit._reports.sessions import EVENT_GLOB, choose_latest
 from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
@@ -177,6 +178,12 @@ class Session:
             for made in self.calls():
                 index.setdefault(made.parent_call_id, []).append(made)
         return list(index.get(call if isinstance(call, str) else call.call_id, ()))
+
+    def driver_files(self) -> list[Path]:
+        """The drivers' own records (``driver-*.jsonl``: ``instrument()``, ``raytrace-kit run``)."""
+        if not self._search.is_dir():
+            return []
+        return sorted(self._search.rglob(DRIVER_GLOB))
 
     def profiles(self) -> list[Path]:
         """The profile captures (``.bin``: memray, ``.prof``: cProfile), oldest first.

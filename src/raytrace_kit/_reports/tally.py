@@ -18,6 +18,7 @@ import msgspec
 
 from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.calls import StartLine
+from raytrace_kit._reports.driver import Waited
 from raytrace_kit._reports.finding import Finding
 from raytrace_kit._reports.lanes import Lane, seconds
 from raytrace_kit._reports.leaks import LeakRun
@@ -63,7 +64,12 @@ class Tally:
     their start and end times.
     """
 
-    def __init__(self, since: str | None = None, until: str | None = None) -> None:
+    def __init__(
+        self,
+        since: str | None = None,
+        until: str | None = None,
+        waited: dict[str, Waited | None] | None = None,
+    ) -> None:
         self.since, self.until = since, until  # a window of start times (ISO 8601, UTC)
         self.calls = self.failed = self.interrupted_count = self.retried = 0
         self.nodes: set[str] = set()
@@ -81,6 +87,8 @@ class Tally:
         self.actors: dict[str, ActorRun] = {}
         self.leaks: list[Finding] = []
         self.lanes: list[Lane] = []  # what the pictures draw of each process
+        # The tasks the driver's long waits named, filled with their calls' ends.
+        self.waited = waited
 
     def process(  # noqa: PLR0912, PLR0915 -- the hot loop
         self, calls: Iterator[Call], start_line: StartLine | None = None
@@ -96,9 +104,11 @@ class Tally:
         first, last, count = self.first, self.last, 0
         # The sums of the lane's next point, kept here: a local costs a fraction of a slot.
         point_calls, point_ran, point_failed, point_peak, stride, closing = 0, 0.0, 0, -1, 1, None
-        since, until = self.since, self.until
+        since, until, waited = self.since, self.until, self.waited
         for call in calls:
             function, status, ended = call.function, call.status, call.ended
+            if waited is not None and ended and call.task_id in waited:
+                self._waited_on(call, ended, start_line)
             # Every call's id, whatever the window (a parent may be outside it); packed
             # every PACK_EVERY calls, in C.
             (pending.get(function) or ids_of(function)).append(call.call_id)
@@ -189,6 +199,20 @@ class Tally:
         if finding is not None:
             self.leaks.append(finding)
             lane.leak = finding.title
+
+    def _waited_on(self, call: Call, ended: str, start_line: StartLine | None) -> None:
+        """A call the driver's long wait named: its end (the last attempt's), its arguments."""
+        assert self.waited is not None  # noqa: S101 -- only called when it is set
+        known = self.waited[call.task_id or ""]
+        if known is not None and known.ended >= ended:
+            return
+        arguments = ""
+        line = start_line.line if start_line is not None else None
+        if line is not None and b'"args"' in line:
+            with contextlib.suppress(msgspec.DecodeError):
+                start = msgspec.json.decode(line)
+                arguments = f"{start.get('args', [])} {start.get('kwargs', {})}"
+        self.waited[call.task_id or ""] = Waited(ended, call, arguments)
 
     def names_of(self, call_ids: list[str]) -> dict[str, str]:
         """The functions of calls, by their ids (an id itself where no such call was read)."""

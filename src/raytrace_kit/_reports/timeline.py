@@ -4,7 +4,9 @@ One process lane per (node, process), named after both; within it, calls that ov
 (threaded or async actors) get separate rows. Each slice carries the call's ids, status
 and memory in ``args``; failed calls are coloured as errors, interrupted ones run to the
 end of the trace. A flow arrow goes from each call to the calls submitted during it
-(``parent_call_id``). Open the file in https://ui.perfetto.dev or ``chrome://tracing``.
+(``parent_call_id``). A driver with its own record (``instrument()``, ``raytrace-kit run``)
+gets a lane on top: its run, each ``ray.get``/``ray.wait`` it blocked in, and an arrow to
+each call it submitted. Open the file in https://ui.perfetto.dev or ``chrome://tracing``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit._output.schema import Call
+from raytrace_kit._reports.driver import Wait, driver_runs
 from raytrace_kit._reports.session import Session, open_session
 
 __all__ = ["timeline"]
@@ -84,11 +87,13 @@ class _Lanes:
         return row
 
 
-def _trace(calls: list[Call]) -> list[dict[str, Any]]:
+def _trace(
+    calls: list[Call], drivers: list[tuple[dict[str, Any], list[Wait]]] | None = None
+) -> list[dict[str, Any]]:
     timed = [c for c in calls if c.started]
-    if not timed:
+    if not timed and not drivers:
         return []
-    last = max(_micros(c.ended or c.started) for c in timed)
+    last = max((_micros(c.ended or c.started) for c in timed), default=0.0)
     lanes = _Lanes()
     events: list[dict[str, Any]] = []
     placed: dict[str, tuple[int, int, float, float]] = {}  # call_id -> pid, tid, ts, end
@@ -119,6 +124,7 @@ def _trace(calls: list[Call]) -> list[dict[str, Any]]:
         events.append(slice_)
         placed[call.call_id] = (pid, tid, start, end)
     events.extend(_flows(timed, placed))
+    events.extend(_driver_lanes(drivers or [], timed, placed, len(lanes.processes), last))
     for (node, pid_number), lane in lanes.processes.items():
         label = f"node {node[:12] if node else '?'} · pid {pid_number}"
         events.append({"ph": "M", "name": "process_name", "pid": lane, "args": {"name": label}})
@@ -152,6 +158,60 @@ def _flows(
     return flows
 
 
+def _driver_lanes(
+    drivers: list[tuple[dict[str, Any], list[Wait]]],
+    calls: list[Call],
+    placed: dict[str, tuple[int, int, float, float]],
+    lanes: int,
+    last: float,
+) -> list[dict[str, Any]]:
+    """A lane per driver, on top: its run (row 1), its waits (row 2), arrows to its calls.
+
+    The arrows go to the calls without a parent call (submitted by a driver, not from
+    inside a call) that started during the driver's run.
+    """
+    events: list[dict[str, Any]] = []
+    spans: list[tuple[int, float, float]] = []
+    for number, (run, waits) in enumerate(drivers, start=1):
+        lane = lanes + number
+        starts = [_micros(w.started) for w in waits]
+        begin = _micros(run["started"]) if run.get("started") else min(starts, default=last)
+        end = _micros(run["ended"]) if run.get("ended") else max(last, begin + 1)
+        events.append({
+            "ph": "X", "cat": "driver", "name": f"run {run.get('script') or '?'}",
+            "ts": round(begin, 3), "dur": round(max(end - begin, 1), 3), "pid": lane, "tid": 1,
+            "args": {k: v for k, v in run.items() if v is not None},
+        })  # fmt: skip
+        for wait, start in zip(waits, starts, strict=True):
+            events.append({
+                "ph": "X", "cat": "driver", "name": wait.verb, "ts": round(start, 3),
+                "dur": round(max(wait.blocked_s * 1e6, 1), 3), "pid": lane, "tid": 2,
+                "args": {"where": wait.where, "function": wait.function, "refs": wait.refs,
+                         "submitted_since_last_wait": wait.submitted,
+                         "error_type": wait.error_type},
+            })  # fmt: skip
+        label = f"driver · {run.get('script') or '?'} · pid {run.get('pid', '?')}"
+        events.append({"ph": "M", "name": "process_name", "pid": lane, "args": {"name": label}})
+        events.append(
+            {"ph": "M", "name": "process_sort_index", "pid": lane, "args": {"sort_index": -number}}
+        )
+        spans.append((lane, begin, end))
+    for number, call in enumerate(calls, start=1):
+        child = placed.get(call.call_id)
+        if call.parent_call_id or child is None or call.mode == "local":
+            continue
+        c_pid, c_tid, c_start, _ = child
+        for lane, begin, end in spans:
+            if begin <= c_start <= end:
+                common = {"cat": "submit", "name": "submitted", "id": f"d{number}", "bp": "e"}
+                events.append({"ph": "s", "pid": lane, "tid": 1, "ts": round(c_start, 3), **common})
+                events.append(
+                    {"ph": "f", "pid": c_pid, "tid": c_tid, "ts": round(c_start, 3), **common}
+                )
+                break
+    return events
+
+
 def timeline(
     source: str | os.PathLike[str] | Session | None = None,
     path: str | os.PathLike[str] | None = None,
@@ -170,7 +230,7 @@ def timeline(
         The file written.
     """
     session = source if isinstance(source, Session) else open_session(source)
-    events = _trace(session.calls())
+    events = _trace(session.calls(), driver_runs(session.driver_files()))
     if merge_ray:
         import ray  # noqa: PLC0415 -- only when asked: reading needs no Ray
 

@@ -116,12 +116,11 @@ class Boundary:
             return
         state = worker_state.state
         state.running_calls[id(call)] = call
-        if not state.parents_hooked and self.mode != "local":
-            state.parents_hooked = True
-            try:  # once per process: method calls name their parent
-                parents.install_method_hook()
-            except Exception as exc:
-                writer.report_failure("parents", "cannot name the parents of method calls", exc)
+        if self.mode != "local" and (
+            not state.parents_hooked
+            or (spec.options.program is not None and not state.program_installed)
+        ):
+            _hook_process(spec)
         if spec.kind == "actor_init" and self.mode != "local":
             stack_server.serve()  # once per actor process, for stacks(handle); never raises
         if spec.options.profile is not None:
@@ -313,6 +312,24 @@ async def run_async_generator(  # noqa: PLR0917 -- as run()
         finally:
             if tracker is not None:
                 boundary.untrack(tracker)
+
+
+def _hook_process(spec: CallSpec) -> None:
+    """Once per worker: its hooks on what it submits. Never raises."""
+    state = worker_state.state
+    if not state.parents_hooked:
+        state.parents_hooked = True
+        try:  # method calls name their parent
+            parents.install_method_hook()
+        except Exception as exc:
+            writer.report_failure("parents", "cannot name the parents of method calls", exc)
+    program = spec.options.program
+    if program is not None and not state.program_installed:
+        state.program_installed = True
+        try:  # instrument(): what this worker submits is instrumented too
+            program.install(spec.options)
+        except Exception as exc:
+            writer.report_failure("program", "cannot instrument this worker's calls", exc)
 
 
 def _shown(

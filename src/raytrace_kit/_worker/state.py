@@ -28,6 +28,7 @@ class WorkerState:
         self.lock = threading.Lock()
         self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call, for live stacks
         self.parents_hooked = False  # ActorMethod._remote carries parents (see .parents)
+        self.program_installed = False  # instrument()'s hooks, in a worker (see .boundary)
         self.stacks_server: threading.Thread | None = None  # see .stack_server
         # One memray tracker per process; one cProfile profiler per thread (see .profilers).
         self.memray_busy = False

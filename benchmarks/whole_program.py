@@ -1,0 +1,104 @@
+"""Overhead of `raytrace-kit run`: the driver's record, and instrumenting plain remotes.
+
+Compares, interleaved in one Ray session (rotating order):
+  decorated           @debuggable over @ray.remote, ray.get as Ray's (twice: the noise floor)
+  + driver record     the same, with the driver's record on (ray.get/ray.wait hooked)
+  run                 a plain @ray.remote under instrument(): sent through a proxy at
+                      submission, the driver's record on (what `raytrace-kit run` does)
+on two shapes: a ray.get per call in a loop (the record's worst case: one record per call),
+and one ray.get of all the calls.
+
+Target (issue 29): the driver's record within 1.05x of the decorated program.
+
+Run: python benchmarks/whole_program.py [--calls 1000] [--rounds 7] [--max-rounds 42]
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import ray
+from _harness import arguments, floor, interleave_until_stable
+
+import raytrace_kit
+from raytrace_kit import debuggable
+from raytrace_kit._driver import record
+from raytrace_kit.testing import reset
+
+
+def trivial(x: int) -> int:
+    return x
+
+
+def in_a_loop(fn, n: int) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        ray.get(fn.remote(i))
+    return time.perf_counter() - start
+
+
+def all_at_once(fn, n: int) -> float:
+    start = time.perf_counter()
+    ray.get([fn.remote(i) for i in range(n)])
+    return time.perf_counter() - start
+
+
+def variant(setup: Callable[[], None], shape, fn, n: int) -> Callable[[], float]:
+    def measured() -> float:
+        reset()  # no hook of the kit's in place...
+        setup()  # ...but this variant's (outside the timing)
+        return shape(fn, n)
+
+    return measured
+
+
+def report(title: str, samples: dict[str, list[float]], n: int) -> None:
+    base = statistics.median(samples["decorated"])
+    print(f"\n{title} ({n} calls, median of {len(samples['decorated'])} interleaved rounds)")
+    for label, values in samples.items():
+        med = statistics.median(values)
+        print(
+            f"  {label:<18} {med * 1e3:8.1f} ms  {med / n * 1e6:7.1f} us/call  "
+            f"ratio {med / base:5.3f}x"
+        )
+    print(
+        f"  noise floor (decorated (2) / decorated): "
+        f"{floor(samples, 'decorated', 'decorated (2)'):5.3f}x"
+    )
+
+
+def main() -> None:
+    args = arguments(__doc__, calls=1000, rounds=7)
+    n = args.calls
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    plain = ray.remote(trivial)
+    decorated = debuggable(plain)
+    setups = {
+        "decorated": (lambda: None, decorated),
+        "decorated (2)": (lambda: None, decorated),
+        "+ driver record": (record.start, decorated),
+        "run": (raytrace_kit.instrument, plain),
+    }
+    for setup, fn in setups.values():  # warm up: workers, exports
+        variant(setup, all_at_once, fn, 200)()
+    shapes = {"loop": in_a_loop, "batch": all_at_once}
+    samples = interleave_until_stable(
+        {
+            f"{shape} {label}": variant(setup, shapes[shape], fn, n)
+            for shape in shapes
+            for label, (setup, fn) in setups.items()
+        },
+        args.rounds,
+        args.max_rounds,
+        [("loop decorated", "loop decorated (2)"), ("batch decorated", "batch decorated (2)")],
+    )
+    reset()
+    ray.shutdown()
+    report("ray.get per call, in a loop", {k: samples[f"loop {k}"] for k in setups}, n)
+    report("one ray.get of all calls", {k: samples[f"batch {k}"] for k in setups}, n)
+
+
+if __name__ == "__main__":
+    main()

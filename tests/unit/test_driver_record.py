@@ -1,0 +1,86 @@
+"""The driver's record read back: which lines are loops, which waits had a straggler."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import raytrace_kit
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _at(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat(timespec="microseconds")
+
+
+def _get(line: int, at: float, blocked: float, tasks: list[str], submitted: int) -> dict[str, Any]:
+    return {
+        "timestamp": _at(at + blocked), "level": "info", "event": "driver.get", "schema": 2,
+        "started": _at(at), "blocked_s": blocked, "file": "/work/app/main.py", "line": line,
+        "function": "main", "refs": len(tasks), "submitted": submitted, "task_ids": tasks,
+    }  # fmt: skip
+
+
+def _call(call_id: str, task: str, start: float, end: float) -> list[dict[str, Any]]:
+    ids = {"call_id": call_id, "function": "app.work", "kind": "task", "task_id": task,
+           "node_id": "ab" * 28, "pid": 7, "job_id": "01000000"}  # fmt: skip
+    return [
+        {"timestamp": _at(start), "level": "info", "event": "call.start", **ids},
+        {"timestamp": _at(end), "level": "info", "event": "call.end", "status": "ok",
+         "duration_s": end - start, **ids},
+    ]  # fmt: skip
+
+
+def _write(directory: Path, driver: list[dict[str, Any]], calls: list[dict[str, Any]]) -> None:
+    run = {"timestamp": _at(0), "level": "info", "event": "run.start", "schema": 2,
+           "script": "main.py", "arg_count": 0, "cwd": "/work/app", "pid": 42}  # fmt: skip
+    end = {"timestamp": _at(60), "level": "info", "event": "run.end", "schema": 2,
+           "duration_s": 60.0, "exit_status": 0}  # fmt: skip
+    lines = [run, *driver, end]
+    (directory / "driver-abababababab-42.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in lines)
+    )
+    (directory / "events-abababababab-7.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in calls)
+    )
+
+
+class TestLoops:
+    """Only a line whose gets each waited on the one call just submitted is a loop."""
+
+    def test_loop_line_named_other_lines_not(self, tmp_path: Path) -> None:
+        driver = [
+            *(_get(10, i, 0.01, [f"{i:048x}"], 1) for i in range(6)),  # a loop
+            *(_get(20, 10 + i, 0.01, [f"{i:047x}a"], 2) for i in range(6)),  # two per get
+            *(_get(30, 20 + i, 0.01, ["1" * 48, "2" * 48], 2) for i in range(6)),  # lists
+        ]
+        _write(tmp_path, driver, _call("c1", "f" * 48, 0, 1))
+        made = raytrace_kit.report(tmp_path)
+        loops = [f for f in made.findings if f.kind == "driver_loop"]
+        assert [f.subject for f in loops] == ["/work/app/main.py:10"]
+        assert loops[0].title == "ray.get in a loop in the driver: main.py:10"
+        assert made.driver["waits"] == 18
+        assert [s["where"] for s in made.driver["sites"]][:1] == ["main.py:10"]
+
+
+class TestStragglers:
+    """A long wait whose last call held it alone names that call; an even one names none."""
+
+    def test_the_call_that_held_the_wait(self, tmp_path: Path) -> None:
+        slow, even = ["a" * 48, "b" * 48, "c" * 48], ["d" * 48, "e" * 48, "f" * 48]
+        driver = [_get(40, 1.0, 5.0, slow, 3), _get(50, 10.0, 5.0, even, 3)]
+        calls = [
+            *_call("s1", slow[0], 1.0, 1.2), *_call("s2", slow[1], 1.0, 1.3),
+            *_call("s3", slow[2], 1.0, 5.9),  # held the wait alone 4.6 s
+            *_call("e1", even[0], 10.0, 14.7), *_call("e2", even[1], 10.0, 14.8),
+            *_call("e3", even[2], 10.0, 14.9),  # all slow alike: no straggler
+        ]  # fmt: skip
+        _write(tmp_path, driver, calls)
+        made = raytrace_kit.report(tmp_path)
+        (found,) = [f for f in made.findings if f.kind == "driver_straggler"]
+        assert "ray.get at main.py:40 (in main) blocked 5.00 s on 3 calls" in found.evidence
+        assert "2 were done 0.30 s in, and call s3 (task cccccccccccccccc" in found.evidence
+        assert "held it 4.60 s more" in found.evidence
