@@ -65,6 +65,24 @@ class TestLoops:
         assert made.driver["waits"] == 18
         assert [s["where"] for s in made.driver["sites"]][:1] == ["main.py:10"]
 
+    def test_short_waits_summed_per_line_count_too(self, tmp_path: Path) -> None:
+        """Gets under 10 ms are written as sums per line (driver.waits), loops found in them."""
+        sums = [
+            {"timestamp": _at(5 + i), "level": "info", "event": "driver.waits", "schema": 2,
+             "waits": "driver.get", "since": _at(4 + i), "file": "/work/app/main.py",
+             "line": 60, "function": "main", "count": 4, "blocked_s": 0.008,
+             "longest_s": 0.003, "serial": 3, "serial_blocked_s": 0.006}
+            for i in range(2)
+        ]  # fmt: skip
+        _write(tmp_path, sums, _call("c1", "f" * 48, 0, 1))
+        made = raytrace_kit.report(tmp_path)
+        (loop,) = [f for f in made.findings if f.kind == "driver_loop"]
+        assert loop.subject == "/work/app/main.py:60"
+        assert loop.evidence.startswith("6 ray.get calls at main.py:60 (in main)")
+        assert "blocked 0.01 s there in all" in loop.evidence
+        (site,) = made.driver["sites"]
+        assert (site["count"], site["longest_s"]) == (8, 0.003)
+
 
 class TestStragglers:
     """A long wait whose last call held it alone names that call; an even one names none."""

@@ -143,11 +143,10 @@ def install(options: DebugOptions) -> None:
         state.options = options
         state.proxies = weakref.WeakKeyDictionary()
         state.selected = {}
-        for key, hook in ((_TASK_KEY, _submit_task), (_ACTOR_KEY, _create_actor)):
+        for key in (_TASK_KEY, _ACTOR_KEY):
             if not _ray_compat.patched(key):
                 owner, attribute = _ray_compat.attribute_owner(key)
-                ours = _hooked(getattr(owner, attribute), hook)
-                _ray_compat.patch(key, owner, attribute, ours)
+                _ray_compat.patch(key, owner, attribute, _hooked(getattr(owner, attribute)))
         if not _ray_compat.TAKEN:
             _ray_compat.TAKEN.append(_taken)
 
@@ -197,8 +196,12 @@ def _parse_value(text: str) -> Any:
 # --- the hooks: Ray's _remote, sending the user's calls through a proxy ---
 
 
-def _hooked(original: Callable[..., Any], send: Callable[..., Any]) -> Callable[..., Any]:
-    """Ray's ``_remote``, sending calls of the user's objects through their proxy."""
+def _hooked(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Ray's ``_remote``, sending calls of the user's objects through their proxy.
+
+    ``RemoteFunction._remote`` and ``ActorClass._remote`` take the same arguments: the
+    call's, and its effective Ray options.
+    """
 
     @functools.wraps(original)
     def _remote(self: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
@@ -209,7 +212,7 @@ def _hooked(original: Callable[..., Any], send: Callable[..., Any]) -> Callable[
         if proxy is None:
             record.submitted()
             return original(self, args, kwargs, **options)
-        return send(proxy, self, tuple(args or ()), dict(kwargs or {}), options)
+        return _with_options(proxy, self, options).remote(*(args or ()), **(kwargs or {}))
 
     return _remote
 
@@ -265,18 +268,6 @@ def _with_options(proxy: Any, remote: Any, options: dict[str, Any]) -> Any:
     if given == {k: v for k, v in declared.items() if k not in _DECLARED_ONLY}:
         return proxy
     return proxy.options(**given)
-
-
-def _submit_task(
-    proxy: Any, remote: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: Any
-) -> Any:
-    return _with_options(proxy, remote, options).remote(*args, **kwargs)
-
-
-def _create_actor(
-    proxy: Any, remote: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: Any
-) -> Any:
-    return _with_options(proxy, remote, options).remote(*args, **kwargs)
 
 
 # --- which modules are the user's code ---

@@ -5,10 +5,14 @@ Written to ``driver-<node>-<pid>.jsonl`` in the session's log dir (beside the wo
 
 - ``run.start`` / ``run.end``: the script, how many arguments (their values only with
   ``log_args``), when, and how it ended;
-- ``driver.get`` / ``driver.wait``: where in the user's code (file, line, function), when
-  it started, how long it blocked, on how many refs and which tasks, and how many calls the
-  driver had submitted since its previous get or wait returned (one, each time, at one
-  line: the ray.get-in-a-loop pattern).
+- ``driver.get`` / ``driver.wait``: a wait that blocked 10 ms or more (or raised): where
+  in the user's code (file, line, function), when it started, how long it blocked, on how
+  many refs and which tasks, and how many calls the driver had submitted since its
+  previous get or wait returned (one, each time, at one line: the ray.get-in-a-loop
+  pattern);
+- ``driver.waits``: the shorter waits, summed per line of code (how many, how long in all,
+  the longest, how many were gets of the one call just submitted), written at least every
+  second and at the end.
 
 Only calls made by the user's code are recorded (those of Ray's libraries and of the kit
 are not); Ray's own functions run as they are, their results and exceptions untouched.
@@ -35,9 +39,11 @@ from raytrace_kit._output import encode, paths, writer
 from raytrace_kit._output import state as output_state
 from raytrace_kit._output.writer import EventWriter
 
-__all__ = ["MAX_TASK_IDS", "finish", "start", "submitted"]
+__all__ = ["FLUSH_S", "MAX_TASK_IDS", "RECORD_BLOCKED_S", "finish", "flush", "start", "submitted"]
 
 MAX_TASK_IDS = 10_000  # per record: which calls a get waited on, enough to find its straggler
+RECORD_BLOCKED_S = 0.01  # a wait this long gets a record of its own; shorter ones are summed
+FLUSH_S = 1.0  # the sums are written at least this often (a killed driver loses less)
 _GET_KEY, _WAIT_KEY = "get#driver", "wait#driver"
 _METHOD_KEY = "actor.ActorMethod._remote#driver"
 
@@ -56,6 +62,8 @@ class _State:
         self.count = 0  # calls submitted by this process
         self.count_at_return = 0  # ...as the last get or wait returned
         self.ended = False
+        self.sites: dict[tuple[str, int, str], _Site] = {}  # short waits, by line of code
+        self.flushed = time.perf_counter()
         self.user_module: Callable[[str | None], bool] = _always
 
 
@@ -101,9 +109,9 @@ def start(
     if log_args:
         run["args"] = argv
     state.run = run
-    for key, name, hook in ((_GET_KEY, "get", _hook_get), (_WAIT_KEY, "wait", _hook_wait)):
+    for key, name in ((_GET_KEY, "get"), (_WAIT_KEY, "wait")):
         if not _ray_compat.patched(key):
-            _ray_compat.patch(key, ray, name, hook(getattr(ray, name)))
+            _ray_compat.patch(key, ray, name, _hook(getattr(ray, name), f"driver.{name}"))
     if not _ray_compat.patched(_METHOD_KEY):
         cls = _ray_compat.actor_method_class()
         original = _ray_compat.actor_method_submit(cls)
@@ -130,42 +138,25 @@ def _caller_is_user(frame: Any) -> bool:
     return state.run is not None and state.user_module(frame.f_globals.get("__name__"))
 
 
-def _hook_get(original: Callable[..., Any]) -> Callable[..., Any]:
+def _hook(original: Callable[..., Any], event: str) -> Callable[..., Any]:
+    """Ray's ``ray.get`` or ``ray.wait``, timed where the user's code calls it."""
+
     @functools.wraps(original)
-    def get(object_refs: Any, *args: Any, **kwargs: Any) -> Any:
+    def hooked(refs: Any, *args: Any, **kwargs: Any) -> Any:
         caller = sys._getframe(1)
         if not _caller_is_user(caller):
-            return original(object_refs, *args, **kwargs)
-        began, clock = time.time(), time.perf_counter()
+            return original(refs, *args, **kwargs)
+        clock = time.perf_counter()
         try:
-            result = original(object_refs, *args, **kwargs)
+            result = original(refs, *args, **kwargs)
         except BaseException as error:
-            _waited("driver.get", caller, object_refs, began, clock, error, None)
+            _waited(event, caller, refs, clock, error, None)
             _hide_this_frame(error)
             raise
-        _waited("driver.get", caller, object_refs, began, clock, None, None)
+        _waited(event, caller, refs, clock, None, result)
         return result
 
-    return get
-
-
-def _hook_wait(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def wait(ray_waitables: Any, *args: Any, **kwargs: Any) -> Any:
-        caller = sys._getframe(1)
-        if not _caller_is_user(caller):
-            return original(ray_waitables, *args, **kwargs)
-        began, clock = time.time(), time.perf_counter()
-        try:
-            result = original(ray_waitables, *args, **kwargs)
-        except BaseException as error:
-            _waited("driver.wait", caller, ray_waitables, began, clock, error, None)
-            _hide_this_frame(error)
-            raise
-        _waited("driver.wait", caller, ray_waitables, began, clock, None, result)
-        return result
-
-    return wait
+    return hooked
 
 
 def _hide_this_frame(error: BaseException) -> None:
@@ -173,6 +164,90 @@ def _hide_this_frame(error: BaseException) -> None:
     tb = error.__traceback__
     if tb is not None and tb.tb_next is not None:
         error.__traceback__ = tb.tb_next
+
+
+class _Site:
+    """The short waits at one line of code since the last flush (see :func:`_waited`)."""
+
+    __slots__ = ("blocked", "count", "first", "function", "longest", "serial", "serial_blocked")
+
+    def __init__(self, function: str, first: float) -> None:
+        self.function, self.first = function, first
+        self.count = self.serial = 0
+        self.blocked = self.longest = self.serial_blocked = 0.0
+
+
+def _waited(  # noqa: PLR0917 -- one line per hook, on its hot path
+    event: str,
+    caller: Any,
+    refs: Any,
+    clock: float,
+    error: BaseException | None,
+    result: Any,
+) -> None:
+    """Count one wait of the user's code; never raises.
+
+    A wait that blocked :data:`RECORD_BLOCKED_S` or more, or raised, gets a record of its
+    own (which tasks it waited on: the straggler finding, the timeline). Shorter ones are
+    summed per line of code, in memory, and written as ``driver.waits`` at most every
+    :data:`FLUSH_S` and at the end: one wait costs a few dictionary operations.
+    """
+    now = time.perf_counter()
+    blocked = now - clock
+    submitted = state.count - state.count_at_return
+    state.count_at_return = state.count
+    try:
+        if blocked >= RECORD_BLOCKED_S or error is not None:
+            _write(_wait_line(event, caller, refs, blocked, submitted, error, result))
+        else:
+            key = (caller.f_code.co_filename, caller.f_lineno, event)
+            site = state.sites.get(key)
+            if site is None:
+                code = caller.f_code
+                site = state.sites[key] = _Site(getattr(code, "co_qualname", code.co_name), clock)
+            site.count += 1
+            site.blocked += blocked
+            site.longest = max(site.longest, blocked)
+            one = len(refs) == 1 if isinstance(refs, list | tuple) else True
+            if submitted == 1 and one and event == "driver.get":
+                site.serial += 1
+                site.serial_blocked += blocked
+        if now - state.flushed >= FLUSH_S:
+            flush()
+    except Exception as exc:
+        writer.report_failure("driver-record", "cannot record the driver's wait", exc)
+
+
+def _wait_line(  # noqa: PLR0917 -- its one caller's
+    event: str,
+    caller: Any,
+    refs: Any,
+    blocked: float,
+    submitted: int,
+    error: BaseException | None,
+    result: Any,
+) -> bytes:
+    """One ``driver.get``/``driver.wait`` record, the task ids last (never cut short)."""
+    count, ids = _task_ids(refs)
+    code = caller.f_code
+    fields: dict[str, Any] = {
+        "timestamp": encode.now(),
+        "level": "info",
+        "event": event,
+        "started": _iso(time.time() - blocked),
+        "blocked_s": round(blocked, 6),
+        "file": code.co_filename,
+        "line": caller.f_lineno,
+        "function": getattr(code, "co_qualname", code.co_name),
+        "refs": count,
+        "submitted": submitted,
+    }
+    if error is not None:
+        fields["error_type"] = type(error).__name__
+    elif result is not None and event == "driver.wait":
+        fields["ready"] = len(result[0])
+    line = encode.event_line(fields)
+    return line[:-2] + b',"task_ids":[' + ",".join(f'"{i}"' for i in ids).encode() + b"]}\n"
 
 
 def _task_ids(refs: Any) -> tuple[int, list[str]]:
@@ -188,42 +263,25 @@ def _task_ids(refs: Any) -> tuple[int, list[str]]:
     return len(refs), ids
 
 
-def _waited(  # noqa: PLR0917 -- one line per hook, on its hot path
-    event: str,
-    caller: Any,
-    refs: Any,
-    began: float,
-    clock: float,
-    error: BaseException | None,
-    result: Any,
-) -> None:
-    """Write one ``driver.get``/``driver.wait`` record; never raises."""
-    blocked = time.perf_counter() - clock
-    try:
-        count, ids = _task_ids(refs)
-        code = caller.f_code
-        fields: dict[str, Any] = {
-            "timestamp": encode.now(),
-            "level": "info",
-            "event": event,
-            "started": _iso(began),
-            "blocked_s": round(blocked, 6),
-            "file": code.co_filename,
-            "line": caller.f_lineno,
-            "function": getattr(code, "co_qualname", code.co_name),
-            "refs": count,
-            "submitted": state.count - state.count_at_return,
-        }
-        if error is not None:
-            fields["error_type"] = type(error).__name__
-        elif result is not None:
-            fields["ready"] = len(result[0])
-        state.count_at_return = state.count
-        line = encode.event_line(fields)
-        line = line[:-2] + b',"task_ids":[' + ",".join(f'"{i}"' for i in ids).encode() + b"]}\n"
-        _write(line)
-    except Exception as exc:
-        writer.report_failure("driver-record", "cannot record the driver's wait", exc)
+def flush() -> None:
+    """Write the short waits summed per line since the last flush (``driver.waits``)."""
+    sites, state.sites = state.sites, {}
+    now = time.perf_counter()
+    state.flushed = now
+    if not sites:
+        return
+    wall = time.time() - now  # perf_counter to wall-clock time
+    lines = []
+    for (file, line, event), site in sites.items():
+        fields = {
+            "timestamp": encode.now(), "level": "info", "event": "driver.waits",
+            "waits": event, "since": _iso(wall + site.first), "file": file, "line": line,
+            "function": site.function, "count": site.count,
+            "blocked_s": round(site.blocked, 6), "longest_s": round(site.longest, 6),
+            "serial": site.serial, "serial_blocked_s": round(site.serial_blocked, 6),
+        }  # fmt: skip
+        lines.append(encode.event_line(fields))
+    _write(b"".join(lines))
 
 
 def _iso(seconds: float) -> str:
@@ -253,7 +311,9 @@ def _open() -> EventWriter | None:
     node: str | None = None
     if ray.is_initialized():
         directory = paths.log_dir()
-        node = ray.get_runtime_context().get_node_id()
+        context = ray.get_runtime_context()
+        node = context.get_node_id()
+        run.setdefault("job_id", context.get_job_id())
     if directory is None:  # Ray never ran (after ray.shutdown(): the session it used)
         return None
     path = directory / paths.driver_file_name(node, os.getpid())
@@ -277,6 +337,7 @@ def finish(exit_status: int | None = None, error_type: str | None = None) -> Non
     if error_type is not None:
         fields["error_type"] = error_type
     with contextlib.suppress(Exception):
+        flush()
         _write(encode.event_line(fields))
 
 

@@ -1,7 +1,8 @@
 """The driver's record read back: its run, where its code waited, and the findings from it.
 
 ``driver-*.jsonl`` files (written by ``instrument()`` and ``raytrace-kit run``) hold each
-``ray.get``/``ray.wait`` the driver's code blocked in. Per line of code the report sums
+``ray.get``/``ray.wait`` the driver's code blocked in 10 ms or more, and the shorter ones
+summed per line of code. Per line of code the report sums
 them; a line whose gets each waited on the one call submitted just before is a
 ray.get-in-a-loop; a long wait on several calls names the call that held it alone (the
 straggler), from the calls' own ends, which the report's one pass over the calls collects
@@ -22,7 +23,16 @@ from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.finding import Finding
 from raytrace_kit._reports.lanes import seconds
 
-__all__ = ["DRIVER_GLOB", "DriverRecord", "Site", "Wait", "Waited", "driver_runs", "read_driver"]
+__all__ = [
+    "DRIVER_GLOB",
+    "DriverRecord",
+    "Site",
+    "Wait",
+    "Waited",
+    "Waits",
+    "driver_runs",
+    "read_driver",
+]
 
 DRIVER_GLOB = "driver-*.jsonl"
 LOOP_MIN_GETS = 5  # gets at one line, each on the call submitted just before: a loop
@@ -56,6 +66,24 @@ class Wait(msgspec.Struct, gc=False):
 
 
 _WAIT = msgspec.json.Decoder(Wait).decode
+
+
+class Waits(msgspec.Struct, gc=False):
+    """One ``driver.waits`` record: the short waits at one line, summed."""
+
+    event: str = ""
+    waits: str = ""  # driver.get or driver.wait
+    file: str = ""
+    line: int = 0
+    function: str = ""
+    count: int = 0
+    blocked_s: float = 0.0
+    longest_s: float = 0.0
+    serial: int = 0
+    serial_blocked_s: float = 0.0
+
+
+_WAITS = msgspec.json.Decoder(Waits).decode
 
 
 @dataclass
@@ -99,13 +127,29 @@ class DriverRecord:
             return None
         return {task: None for _, _, wait in self.long_waits for task in wait.task_ids}
 
+    def _site(self, file: str, line: int, function: str, event: str) -> Site:
+        verb = "ray.wait" if event == "driver.wait" else "ray.get"
+        site = self.sites.get((file, line, verb))
+        if site is None:
+            site = self.sites[file, line, verb] = Site(file, line, function, verb)
+        return site
+
+    def take_sum(self, waits: Waits) -> None:
+        """A ``driver.waits`` record: the short waits at one line since the last one."""
+        self.waits += waits.count
+        self.blocked_s += waits.blocked_s
+        site = self._site(waits.file, waits.line, waits.function, waits.waits)
+        site.count += waits.count
+        site.blocked_s += waits.blocked_s
+        site.longest_s = max(site.longest_s, waits.longest_s)
+        site.serial += waits.serial
+        site.serial_s += waits.serial_blocked_s
+
     def take(self, wait: Wait) -> None:
+        """A wait's own record (it blocked 10 ms or more, or raised)."""
         self.waits += 1
         self.blocked_s += wait.blocked_s
-        key = (wait.file, wait.line, wait.verb)
-        site = self.sites.get(key)
-        if site is None:
-            site = self.sites[key] = Site(wait.file, wait.line, wait.function, wait.verb)
+        site = self._site(wait.file, wait.line, wait.function, wait.event)
         site.count += 1
         site.blocked_s += wait.blocked_s
         site.longest_s = max(site.longest_s, wait.blocked_s)
@@ -221,7 +265,7 @@ def driver_runs(files: list[Path]) -> list[tuple[dict[str, Any], list[Wait]]]:
         waits: list[Wait] = []
         for raw in _lines(file):
             wait = _read_line(run, raw)
-            if wait is not None:
+            if isinstance(wait, Wait):
                 waits.append(wait)
         if run or waits:
             found.append((run, waits))
@@ -242,19 +286,24 @@ def read_driver(files: list[Path]) -> DriverRecord:
         run: dict[str, Any] = {}
         for raw in _lines(file):
             wait = _read_line(run, raw)
-            if wait is not None:
+            if isinstance(wait, Wait):
                 record.take(wait)
+            elif wait is not None:
+                record.take_sum(wait)
         if run:
             record.runs.append(run)
     return record
 
 
-def _read_line(run: dict[str, Any], raw: bytes) -> Wait | None:
-    """A wait's record; or a run's line, kept in ``run``; anything else (or cut) skipped."""
+def _read_line(run: dict[str, Any], raw: bytes) -> Wait | Waits | None:
+    """A wait's record, or a line's sum; a run's line is kept in ``run``; the rest skipped."""
     try:
+        if b'"driver.waits"' in raw:
+            waits = _WAITS(raw)
+            return waits if waits.event == "driver.waits" else None
         if b'"driver.' in raw:
             wait = _WAIT(raw)
-            return wait if wait.event.startswith("driver.") else None
+            return wait if wait.event in {"driver.get", "driver.wait"} else None
         if b'"run.' in raw:
             _run_line(run, msgspec.json.decode(raw))
     except (msgspec.DecodeError, AttributeError):
@@ -266,7 +315,7 @@ def _run_line(run: dict[str, Any], event: dict[str, Any]) -> None:
     if event.get("event") == "run.start":
         run.update(
             script=event.get("script"), pid=event.get("pid"), started=event.get("timestamp"),
-            arg_count=event.get("arg_count"), cwd=event.get("cwd"),
+            arg_count=event.get("arg_count"), cwd=event.get("cwd"), job_id=event.get("job_id"),
         )  # fmt: skip
     elif event.get("event") == "run.end":
         run.update(

@@ -168,10 +168,10 @@ def _driver_lanes(
     """A lane per driver, on top: its run (row 1), its waits (row 2), arrows to its calls.
 
     The arrows go to the calls without a parent call (submitted by a driver, not from
-    inside a call) that started during the driver's run.
+    inside a call) of the driver's job that started during its run.
     """
     events: list[dict[str, Any]] = []
-    spans: list[tuple[int, float, float]] = []
+    spans: list[tuple[int, float, float, str | None]] = []
     for number, (run, waits) in enumerate(drivers, start=1):
         lane = lanes + number
         starts = [_micros(w.started) for w in waits]
@@ -195,14 +195,14 @@ def _driver_lanes(
         events.append(
             {"ph": "M", "name": "process_sort_index", "pid": lane, "args": {"sort_index": -number}}
         )
-        spans.append((lane, begin, end))
+        spans.append((lane, begin, end, run.get("job_id")))
     for number, call in enumerate(calls, start=1):
         child = placed.get(call.call_id)
         if call.parent_call_id or child is None or call.mode == "local":
             continue
         c_pid, c_tid, c_start, _ = child
-        for lane, begin, end in spans:
-            if begin <= c_start <= end:
+        for lane, begin, end, job in spans:
+            if begin <= c_start <= end and (job is None or call.job_id in {job, None}):
                 common = {"cat": "submit", "name": "submitted", "id": f"d{number}", "bp": "e"}
                 events.append({"ph": "s", "pid": lane, "tid": 1, "ts": round(c_start, 3), **common})
                 events.append(
