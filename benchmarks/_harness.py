@@ -56,6 +56,25 @@ def medians(samples: dict[str, list[float]]) -> dict[str, float]:
     return {label: statistics.median(values) for label, values in samples.items()}
 
 
+def print_ratios(
+    title: str, samples: dict[str, list[float]], n: int, base: str, twin: str, *, width: int = 18
+) -> None:
+    """Each variant's median, per call, and its ratio to ``base``; then the noise floor.
+
+    ``twin`` is the variant identical to ``base``: their ratio is the floor under which a
+    difference means nothing.
+    """
+    reference = statistics.median(samples[base])
+    print(f"\n{title} ({n} calls, median of {len(samples[base])} interleaved rounds)")
+    for label, values in samples.items():
+        med = statistics.median(values)
+        print(
+            f"  {label:<{width}} {med * 1e3:8.1f} ms  {med / n * 1e6:7.1f} us/call  "
+            f"ratio {med / reference:5.3f}x {base}"
+        )
+    print(f"  noise floor ({twin} / {base}): {floor(samples, base, twin):5.3f}x")
+
+
 def per_call(fn: Callable[[], object], n: int) -> float:
     """Seconds per call of ``fn``, over ``n`` calls in a row."""
     start = time.perf_counter()

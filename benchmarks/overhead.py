@@ -23,7 +23,7 @@ import sys
 import time
 
 import ray
-from _harness import arguments, floor, interleave_until_stable
+from _harness import arguments, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 
@@ -68,18 +68,6 @@ def import_times(rounds: int) -> dict[str, list[float]]:
     return results
 
 
-def report(title: str, samples: dict[str, list[float]], n: int) -> None:
-    base = statistics.median(samples["plain"])
-    print(f"\n{title} ({n} calls, median of {len(samples['plain'])} interleaved rounds)")
-    for label, values in samples.items():
-        med = statistics.median(values)
-        print(
-            f"  {label:<10} {med * 1e3:8.1f} ms  {med / n * 1e6:7.1f} us/call  "
-            f"ratio {med / base:5.3f}x"
-        )
-    print(f"  noise floor (plain (2) / plain): {floor(samples, 'plain', 'plain (2)'):5.3f}x")
-
-
 def main() -> None:
     args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
@@ -117,8 +105,8 @@ def main() -> None:
     calls = {k: both[f"actor {k}"] for k in actors}
     ray.shutdown()
 
-    report("Trivial tasks", tasks, n)
-    report("Actor calls", calls, n)
+    print_ratios("Trivial tasks", tasks, n, "plain", "plain (2)", width=10)
+    print_ratios("Actor calls", calls, n, "plain", "plain (2)", width=10)
 
     imports = import_times(args.rounds)
     ray_only = statistics.median(imports["import ray"])

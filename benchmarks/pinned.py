@@ -16,12 +16,11 @@ Run: python benchmarks/pinned.py [--calls 2000] [--rounds 9] [--max-rounds 54]
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
 import ray
-from _harness import arguments, floor, interleave_until_stable
+from _harness import arguments, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 
@@ -68,17 +67,7 @@ def main() -> None:
         variants, args.rounds, args.max_rounds, [("hand-written actor", "hand-written (2)")]
     )
     ray.shutdown()
-    base = statistics.median(samples["hand-written actor"])
-    rounds = len(samples["plain task"])
-    print(f"\n{n} calls, median of {rounds} interleaved rounds")
-    for label, values in samples.items():
-        med = statistics.median(values)
-        print(
-            f"  {label:<21} {med * 1e3:8.1f} ms  {med / n * 1e6:6.1f} us/call  "
-            f"{med / base:5.3f}x hand-written actor"
-        )
-    noise = floor(samples, "hand-written actor", "hand-written (2)")
-    print(f"  noise floor (two identical hand-written actors): {noise:5.3f}x")
+    print_ratios("Pinned calls", samples, n, "hand-written actor", "hand-written (2)", width=21)
 
 
 if __name__ == "__main__":

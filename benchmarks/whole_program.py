@@ -16,12 +16,11 @@ Run: python benchmarks/whole_program.py [--calls 1000] [--rounds 7] [--max-round
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 
 import ray
-from _harness import arguments, floor, interleave_until_stable
+from _harness import arguments, interleave_until_stable, print_ratios
 
 import raytrace_kit
 from raytrace_kit import debuggable
@@ -62,21 +61,6 @@ def variant(setup: Callable[[], None], shape, fn, n: int) -> Callable[[], float]
     return measured
 
 
-def report(title: str, samples: dict[str, list[float]], n: int) -> None:
-    base = statistics.median(samples["decorated"])
-    print(f"\n{title} ({n} calls, median of {len(samples['decorated'])} interleaved rounds)")
-    for label, values in samples.items():
-        med = statistics.median(values)
-        print(
-            f"  {label:<18} {med * 1e3:8.1f} ms  {med / n * 1e6:7.1f} us/call  "
-            f"ratio {med / base:5.3f}x"
-        )
-    print(
-        f"  noise floor (decorated (2) / decorated): "
-        f"{floor(samples, 'decorated', 'decorated (2)'):5.3f}x"
-    )
-
-
 def main() -> None:
     args = arguments(__doc__, calls=1000, rounds=7)
     n = args.calls
@@ -114,9 +98,13 @@ def main() -> None:
     )
     reset()
     ray.shutdown()
-    report("ray.get per call, in a loop", {k: samples[f"loop {k}"] for k in setups}, n)
-    report("one ray.get of all calls", {k: samples[f"batch {k}"] for k in setups}, n)
-    report("ray.get of a ready ref, in a loop", {k: samples[f"ready {k}"] for k in setups}, n)
+    for shape, title in (
+        ("loop", "ray.get per call, in a loop"),
+        ("batch", "one ray.get of all calls"),
+        ("ready", "ray.get of a ready ref, in a loop"),
+    ):
+        by_label = {k: samples[f"{shape} {k}"] for k in setups}
+        print_ratios(title, by_label, n, "decorated", "decorated (2)")
 
 
 if __name__ == "__main__":
