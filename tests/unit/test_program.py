@@ -80,3 +80,17 @@ class TestRunArguments:
     )  # fmt: skip
     def test_split(self, argv: list[str], own: list[str], rest: list[str]) -> None:
         assert launch.split_argv(argv) == (own, rest)
+
+
+class TestArgumentsShown:
+    """--log-args writes the program's arguments; secret-looking options' values stay out."""
+
+    def test_secret_options_redacted(self) -> None:
+        from raytrace_kit._output.redact import shown_argv  # noqa: PLC0415 -- one test's
+
+        argv = ["--input", "data/", "--api-key", "s3cr3t", "--token=abc", "--db-password",
+                "hunter2", "postgres://me:pw@db/x", "-v"]  # fmt: skip
+        assert shown_argv(argv) == [
+            "--input", "data/", "--api-key", "<redacted>", "--token=<redacted>",
+            "--db-password", "<redacted>", "postgres://me:<redacted>@db/x", "-v",
+        ]  # fmt: skip

@@ -35,7 +35,7 @@ from typing import Any
 import ray
 
 from raytrace_kit import _ray_compat, _registry
-from raytrace_kit._output import encode, paths, writer
+from raytrace_kit._output import encode, paths, redact, writer
 from raytrace_kit._output import state as output_state
 from raytrace_kit._output.writer import EventWriter
 
@@ -106,8 +106,8 @@ def start(
         "started": time.time(),
         "pid": os.getpid(),
     }
-    if log_args:
-        run["args"] = argv
+    if log_args:  # the user asked; secret-looking options' values still left out
+        run["args"] = redact.shown_argv(argv)
     state.run = run
     for key, name in ((_GET_KEY, "get"), (_WAIT_KEY, "wait")):
         if not _ray_compat.patched(key):

@@ -20,6 +20,7 @@ __all__ = [
     "SECRET_WORDS",
     "is_secret_key",
     "shown_arguments",
+    "shown_argv",
 ]
 
 ARG_CHARS = 200  # each argument's repr, at most (log_args=True); documented in docs/events.md
@@ -94,6 +95,26 @@ class _Redacting(reprlib.Repr):
 
 
 _REPR = _Redacting()
+
+
+def shown_argv(argv: list[str]) -> list[str]:
+    """A program's arguments as ``log_args`` shows them: secret-looking options' values out.
+
+    ``--token=abc`` becomes ``--token=<redacted>``, and the word after ``--api-key``;
+    passwords in URLs too; each argument cut at :data:`ARG_CHARS`.
+    """
+    shown: list[str] = []
+    hide_next = False
+    for argument in argv:
+        name, equals, _value = argument.partition("=")
+        if hide_next and not argument.startswith("-"):
+            shown.append(REDACTED)
+        elif argument.startswith("-") and equals and is_secret_key(name.lstrip("-")):
+            shown.append(f"{name}={REDACTED}")
+        else:
+            shown.append(_URL_PASSWORD.sub(rf"\g<scheme>{REDACTED}@", argument)[:ARG_CHARS])
+        hide_next = argument.startswith("-") and not equals and is_secret_key(argument.lstrip("-"))
+    return shown
 
 
 def _short_repr(value: object) -> str:
