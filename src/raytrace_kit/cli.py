@@ -1,4 +1,4 @@
-"""The ``raytrace-kit`` command (also ``python -m raytrace_kit``): read runs from a shell.
+"""The ``raytrace-kit`` command (also ``python -m raytrace_kit``): run a program, read runs.
 
 Subcommands:
     run [OPTIONS] [--] SCRIPT|-m MODULE [ARGS]
@@ -40,7 +40,7 @@ EXIT_FAILED, EXIT_USAGE, EXIT_EMPTY = 1, 2, 3
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="raytrace-kit",
-        description="Read what raytrace_kit recorded of a Ray run.",
+        description="Run a Ray program instrumented (run), and read what raytrace_kit recorded.",
         epilog="SOURCE: a Ray session dir, a raytrace_kit log dir, a collected dir, an event "
         "file, or 'latest' (the default: the newest Ray session on this machine that has "
         "kit records and is yours; `raytrace-kit sessions` lists them).",
