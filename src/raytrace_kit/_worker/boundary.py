@@ -98,7 +98,9 @@ class Boundary:
             )
             if spec.options.log:
                 call.capture()
-                rss, private, max_rss, thread, process = _process.call_figures(process_cpu=self.cpu)
+                rss, private, max_rss, thread, process = _process.start_figures(
+                    call.started, process_cpu=self.cpu
+                )
                 call.rss_start = rss
                 if self.cpu:
                     self.cpu_started = (thread, process)
@@ -175,7 +177,7 @@ class Boundary:
             return
         try:
             started = self.cpu_started
-            rss, private, max_rss, thread, process = _process.call_figures(
+            rss, private, max_rss, thread, process = _process.end_figures(
                 process_cpu=started is not None
             )
             cpu_s = process_cpu_s = None
