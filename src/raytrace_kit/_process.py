@@ -23,9 +23,9 @@ if sys.platform != "win32":  # Windows has no resource module
     import resource
 
 __all__ = [
+    "REUSE_S",
     "ProcessIdentity",
     "ProcessState",
-    "REUSE_S",
     "call_figures",
     "end_figures",
     "memory_figures",

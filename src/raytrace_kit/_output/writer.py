@@ -253,8 +253,15 @@ def emit(event: str, level: str, fields: dict[str, Any]) -> None:
 
 
 def emit_call(event: str, level: str, call: ActiveCall, tail: str = "") -> None:
-    """Write ``call.start`` / ``call.end`` (the hot path: pre-rendered members)."""
+    """Write ``call.start`` / ``call.end`` (the hot path: pre-rendered members).
+
+    Submission records waiting to be written go first, in the same write.
+    """
     line = encode.call_line(event, level, call.fragment, tail)
+    if output_state.state.submissions:
+        from raytrace_kit._output.submissions import rendered  # noqa: PLC0415 -- it imports us
+
+        line = rendered(call.identity) + line
     try:
         (output_state.state.worker_writer or _writer(call.identity)).write(line)
     except Exception as exc:

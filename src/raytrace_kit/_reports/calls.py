@@ -98,14 +98,16 @@ class StartLine:
 
 
 def iter_calls(  # noqa: PLR0912 -- the hot loop
-    files: list[Path], start: StartLine | None = None
+    files: list[Path], start: StartLine | None = None, others: list[bytes] | None = None
 ) -> Iterator[Call]:
     """The calls of one process, as its files have them (end order), interrupted ones last.
 
     ``files`` are the process's files oldest first (see :func:`processes`), so a call whose
     start and end were rotated into two files joins. A ``call.start`` is decoded only when
     its ``call.end`` lacks what it has (files of before ``rss_start_bytes``) or never came.
-    ``start``, if given, holds the ``call.start`` line of each call while it is yielded.
+    ``start``, if given, holds the ``call.start`` line of each call while it is yielded;
+    ``others``, if given, gets the lines of the other ``call.*`` events (``call.submit``,
+    ``call.stuck``), undecoded, in file order.
     """
     starts: dict[str, bytes] = {}
     end = _END
@@ -140,6 +142,8 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
                             starts[raw[found:close].decode()] = raw
                         else:
                             starts[_START(raw).call_id] = raw
+                    elif others is not None:
+                        others.append(raw)
                 except (msgspec.DecodeError, IndexError, UnicodeDecodeError):
                     continue  # a line cut short by a killed process
     for raw in starts.values():

@@ -11,7 +11,7 @@ import html
 import os
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._html import card, cell_traceback, pre, table
+from raytrace_kit._html import card, cell_traceback, page, pre, table
 from raytrace_kit._reports.charts import pictures
 
 if TYPE_CHECKING:
@@ -198,7 +198,4 @@ def html_card(report: Report) -> str:
 
 def html_page(report: Report) -> str:
     """One self-contained page (no scripts, no network, inline SVG) for ``save_html()``."""
-    return (
-        '<!doctype html><html><head><meta charset="utf-8"><title>raytrace_kit run report'
-        f"</title></head><body>{html_card(report)}</body></html>"
-    )
+    return page("raytrace_kit run report", html_card(report))
