@@ -82,8 +82,7 @@ def in_flight(roots: Iterable[Path], *, alive: bool = True) -> dict[str, Any]:
     seen: dict[str, int] = {}
     ended = dead = 0
     for group in distinct_processes(_files(roots)):
-        others: list[bytes] = []
-        for call in iter_calls(group, others=others):
+        for call in iter_calls(group, others=lambda raw: _other(raw, submissions, stuck)):
             if call.task_id:
                 started.add(call.task_id)
             if call.status != "interrupted":
@@ -96,8 +95,6 @@ def in_flight(roots: Iterable[Path], *, alive: bool = True) -> dict[str, Any]:
                 running[call.call_id] = running_call(call)
             else:
                 dead += 1
-        for raw in others:
-            _other(raw, submissions, stuck)
     running_tasks = {call["task_id"] for call in running.values()}
     # In flight: not started here (pending, or running on another node), or running here.
     # A call started here whose process died, or that ended, is not in flight.

@@ -10,9 +10,10 @@ from __future__ import annotations
 import html
 import os
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from raytrace_kit._html import card, pre, table
+from raytrace_kit._reports.render import stack_text
 from raytrace_kit._reports.waitfor import DEADLOCK_FIX, Flight
 
 if TYPE_CHECKING:
@@ -47,15 +48,6 @@ def _place(flight: Flight) -> str:
     return f"{flight.name()}, {flight.status()}{host}{where and f', {verb}{where}'}"
 
 
-def _stack(stack: list[list[Any]]) -> str:
-    lines = []
-    for frame in stack[-_STACK_FRAMES:]:
-        lines.append(f'  File "{frame[0]}", line {frame[1]}, in {frame[2]}')
-        if len(frame) > 3 and frame[3]:
-            lines.append(f"    {frame[3]}")
-    return "\n".join(lines)
-
-
 def _groups(report: StuckReport) -> list[tuple[str, int, str]]:
     """Pending calls by why: (kind, how many, the first one's words)."""
     counts = Counter(f.reason for f in report.pending)
@@ -72,7 +64,7 @@ def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
         lines = [f"{index}. {_place(f)}\n     {f.why}" for index, f in enumerate(cycle, 1)]
         lines.append(f"Fix: {DEADLOCK_FIX}.")
         title = f"Deadlock {number}: {len(cycle)} calls wait on each other"
-        found.append((title, lines, [_stack(f.stack) for f in cycle if f.stack]))
+        found.append((title, lines, [stack_text(f.stack, _STACK_FRAMES) for f in cycle if f.stack]))
     if report.infeasible:
         found.append(
             (
@@ -90,7 +82,7 @@ def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
                 (
                     title,
                     [f"{_place(f)}\n     {f.why}" for f in flights],
-                    [_stack(f.stack) for f in flights if f.stack],
+                    [stack_text(f.stack, _STACK_FRAMES) for f in flights if f.stack],
                 )
             )
     if report.waits:

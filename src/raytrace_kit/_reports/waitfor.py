@@ -288,11 +288,14 @@ def _room(have: dict[str, float], asked: dict[str, float]) -> tuple[float, ...]:
 
 
 def cycles(graph: Graph) -> list[list[Flight]]:
-    """Every cycle of the wait-for graph (one per strongly connected group), oldest first."""
+    """Every cycle of the wait-for graph (one per strongly connected group).
+
+    Each starts at the call that has run longest: the one whose wait began the cycle.
+    """
     found = []
     for group in _components(graph):
         members = {f.key for f in group}
-        start = max(group, key=lambda f: f.age_s)
+        start = max(group, key=lambda f: (f.state == "running", f.age_s))
         cycle = _cycle_from(graph, start, members)
         if cycle:
             found.append(cycle)
