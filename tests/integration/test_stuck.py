@@ -7,7 +7,6 @@ deadline (``helpers.wait_until``).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -22,7 +21,7 @@ import pytest
 import ray
 
 import raytrace_kit
-from raytrace_kit import debuggable, local_mode
+from raytrace_kit import debuggable
 from tests import helpers
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -36,6 +35,11 @@ def line_of(marker: str) -> int:
         if text.rstrip().endswith(f"# {marker}"):
             return number
     raise AssertionError(marker)
+
+
+def source_of(marker: str) -> str:
+    """That line's text, as a stack shows it (stripped)."""
+    return HERE.read_text().splitlines()[line_of(marker) - 1].strip()
 
 
 def hold_until(release: str) -> None:
@@ -289,15 +293,11 @@ def test_a_stuck_call_leaves_its_stack_which_the_report_keeps_after_kill_9(
     ref = function.remote(*args)
     (event,) = helpers.wait_until(lambda: helpers.events_of(function, "call.stuck")[:1], marker)
     name = function.__qualname__
-    assert event["stack"][-1] == [str(HERE), line_of(marker), name, source]
+    assert event["stack"][-1] == [str(HERE), line_of(marker), name, source_of(marker)]
     assert event["running_s"] >= event["stuck_after_s"] == 0.5
-    if function is gets:
-        up_call = helpers.events_of(upstream, "call.start")[-1]
-        assert event["waiting_on"] == {
-            "what": "ray.get",
-            "refs": 1,
-            "task_ids": [up_call["task_id"]],
-        }
+    if function is gets:  # the call it waits on: the one it submitted (recorded before)
+        (up,) = helpers.events_of(upstream, "call.submit")
+        assert event["waiting_on"] == {"what": "ray.get", "refs": 1, "task_ids": [up["task_id"]]}
     os.kill(event["pid"], signal.SIGKILL)
     with pytest.raises(ray.exceptions.RayError):
         ray.get(ref)
@@ -310,26 +310,3 @@ def test_a_stuck_call_leaves_its_stack_which_the_report_keeps_after_kill_9(
     text = helpers.run_cli("report", source_dir).stdout
     assert f"{name} (call {event['call_id']}), its stack when last reported:" in text
     assert source in text
-
-
-@debuggable(stuck_after=0.3)
-@ray.remote
-class LocalWaiter:
-    async def hang(self) -> None:
-        await asyncio.Event().wait()  # LocalWaiter.hang hangs
-
-
-@pytest.mark.usefixtures("no_ray")
-def test_local_mode_async_calls_are_watched_and_shown_without_ray() -> None:
-    """A local async actor's call that hangs: call.stuck, and stuck() with no cluster."""
-    with local_mode():
-        waiter = LocalWaiter.remote()
-        waiter.hang.remote()
-        (event,) = helpers.wait_until(
-            lambda: helpers.events_of(LocalWaiter, "call.stuck")[:1], "the local call's report"
-        )
-        assert event["stack"][-1][:3] == [str(HERE), line_of("LocalWaiter.hang hangs"), "hang"]
-        found = raytrace_kit.stuck()
-    (flight,) = [f for f in found.running if f.function.endswith(".hang")]
-    assert flight.where == f"{HERE}:{line_of('LocalWaiter.hang hangs')}"
-    assert "local mode" in found.source

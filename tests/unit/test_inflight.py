@@ -41,12 +41,14 @@ def end(call_id: str, task_id: str, pid: int, seconds: float = 0.5) -> bytes:
 
 def submit(
     task_id: str, function: str = "m.f", kind: str = "task", actor_id: str | None = None,
-    **actor: object,
+    pid: int | None = None, **actor: object,
 ) -> bytes:  # fmt: skip
+    """A submission by this (live) process, or by ``pid``."""
     prefix = submissions.submit_prefix(function, kind, {"CPU": 1.0}, None, actor or None)
     return submissions.submit_line(
-        time.time(), prefix, task_id, actor_id, None, identity(1), "/app/job.py:3", None
-    )
+        time.time(), prefix, task_id, actor_id, None, identity(pid or os.getpid()),
+        "/app/job.py:3", None,
+    )  # fmt: skip
 
 
 def task(n: int) -> str:
@@ -79,10 +81,13 @@ class TestInFlight:
             submit(task(1)) + submit(task(2)) + submit(task(3)) + submit(task(4))
             + submit(task(5), "m.A.__init__", "actor_init", "aa" * 16, max_concurrency=3,
                      **{"async": False})
+            + submit(task(6), pid=gone) + submit(task(7))
+            + submissions.cancel_line(time.time(), task(7), False, identity(me))
         )  # fmt: skip
         found = in_flight([tmp_path])
         assert [c["call_id"] for c in found["running"]] == ["c" * 16]
-        # 1 ended, 2 started and died: neither is in flight; 3 runs; 4 and 5 never started.
+        # 1 ended, 2 started and died: neither is in flight; 3 runs; 4 and 5 never started;
+        # 6's submitter is gone (Ray cancels its calls); 7 was cancelled.
         assert sorted(r["task_id"] for r in found["submissions"]) == [task(3), task(4), task(5)]
         assert [s["call_id"] for s in found["stuck"]] == ["c" * 16]
         assert found["stuck"][0]["stack"] == [["/app/job.py", 9, "f", "time.sleep(3600)"]]

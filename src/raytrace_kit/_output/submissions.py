@@ -1,4 +1,4 @@
-"""Submission records (``call.submit``): kept in memory, written in batches.
+"""Submission records (``call.submit``, ``call.cancel``): kept in memory, written in batches.
 
 A call's submission is known only to the process that called ``.remote()``: its record
 goes to that process's event file (the driver's own, or the worker's whose call submitted
@@ -17,13 +17,24 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from raytrace_kit import _registry
 from raytrace_kit._output import encode, writer
 from raytrace_kit._output import state as output_state
 
 if TYPE_CHECKING:
     from raytrace_kit._process import ProcessIdentity
 
-__all__ = ["FLUSH_S", "MAX_PENDING", "flush", "record", "rendered", "submit_line", "submit_prefix"]
+__all__ = [
+    "FLUSH_S",
+    "MAX_PENDING",
+    "cancel_line",
+    "flush",
+    "record",
+    "record_cancel",
+    "rendered",
+    "submit_line",
+    "submit_prefix",
+]
 
 FLUSH_S = 0.2  # a batch waits at most this long (the kit's thread writes it)
 MAX_PENDING = 1000  # ...or until this many records wait
@@ -103,6 +114,29 @@ def record(  # noqa: PLR0917 -- positional: this runs on every .remote() of a de
         flush()
 
 
+def record_cancel(task_id: str, force: bool, identity: ProcessIdentity) -> None:
+    """Keep a ``call.cancel`` record: ``ray.cancel`` of a task (it may never start now)."""
+    state = output_state.state
+    state.submissions.append((time.time(), None, task_id, force, None, identity, None, None))
+    if len(state.submissions) == 1 and state.wake is not None:
+        state.wake()
+
+
+def cancel_line(when: float, task_id: str, force: bool, identity: ProcessIdentity) -> bytes:
+    """One ``call.cancel`` line: which task was cancelled, when, by which process."""
+    return (
+        f'{{"timestamp":"{encode.stamp(when)}","level":"info","event":"call.cancel",'
+        f'"schema":{encode.SCHEMA},"task_id":"{task_id}","force":{"true" if force else "false"},'
+        f"{encode.identity_members(identity)}}}\n"
+    ).encode()
+
+
+def _line(entry: tuple[Any, ...]) -> bytes:
+    if entry[1] is None:  # a cancellation (see record_cancel)
+        return cancel_line(entry[0], entry[2], entry[3], entry[5])
+    return submit_line(*entry)
+
+
 def rendered(identity: ProcessIdentity | None = None) -> bytes:
     """Take the waiting records (of ``identity``'s file, or all) and render them as lines."""
     state = output_state.state
@@ -115,7 +149,7 @@ def rendered(identity: ProcessIdentity | None = None) -> bytes:
         # Another connection's records (ray.shutdown() then ray.init()): to their own file.
         state.submissions.extend(entry for entry in taken if entry[5] is not identity)
         taken = [entry for entry in taken if entry[5] is identity]
-    return b"".join(submit_line(*entry) for entry in taken)
+    return b"".join(_line(entry) for entry in taken)
 
 
 def flush() -> None:
@@ -131,3 +165,6 @@ def flush() -> None:
 
 
 atexit.register(flush)
+# A reset (raytrace_kit.testing.reset()) writes what waits before the files are closed:
+# registered above the output room's own reset, which closes them.
+_registry.register(flush, layer=_registry.WORKER)

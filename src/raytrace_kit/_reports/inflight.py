@@ -78,11 +78,14 @@ def in_flight(roots: Iterable[Path], *, alive: bool = True) -> dict[str, Any]:
     finished: set[str] = set()
     submissions: dict[str, Submission] = {}
     stuck: dict[str, Stuck] = {}
+    cancelled: set[str] = set()
     durations: dict[str, list[float]] = {}
     seen: dict[str, int] = {}
     ended = dead = 0
     for group in distinct_processes(_files(roots)):
-        for call in iter_calls(group, others=lambda raw: _other(raw, submissions, stuck)):
+        for call in iter_calls(
+            group, others=lambda raw: _other(raw, submissions, stuck, cancelled)
+        ):
             if call.task_id:
                 started.add(call.task_id)
             if call.status != "interrupted":
@@ -96,13 +99,7 @@ def in_flight(roots: Iterable[Path], *, alive: bool = True) -> dict[str, Any]:
             else:
                 dead += 1
     running_tasks = {call["task_id"] for call in running.values()}
-    # In flight: not started here (pending, or running on another node), or running here.
-    # A call started here whose process died, or that ended, is not in flight.
-    kept = [
-        _plain(record)
-        for task_id, record in submissions.items()
-        if task_id not in finished and (task_id not in started or task_id in running_tasks)
-    ]
+    kept = _in_flight_records(submissions, started - running_tasks, finished | cancelled, alive)
     actors = {
         record.actor_id: {
             "function": record.function,
@@ -123,14 +120,45 @@ def in_flight(roots: Iterable[Path], *, alive: bool = True) -> dict[str, Any]:
     }
 
 
+def _in_flight_records(
+    submissions: dict[str, Submission], gone: set[str], over: set[str], alive: bool
+) -> list[dict[str, Any]]:
+    """The records of calls still in flight: not started here, or running here.
+
+    Not in flight: a call ended or cancelled (``over``), one started here whose process
+    died (``gone``), one whose submitter is gone (Ray cancels what a dead owner submitted;
+    known only where the submitter ran, here, when ``alive``).
+    """
+    owners: dict[int | None, bool] = {}
+    kept = []
+    for task_id, record in submissions.items():
+        if task_id in over or task_id in gone:
+            continue
+        if alive:
+            owner = owners.get(record.pid)
+            if owner is None:
+                owner = owners[record.pid] = still_running(record.pid, record.timestamp)
+            if not owner:
+                continue
+        kept.append(_plain(record))
+    return kept
+
+
 def _plain(record: Submission) -> dict[str, Any]:
     plain = msgspec.structs.asdict(record)
     plain["async"] = plain.pop("is_async")
     return plain
 
 
-def _other(raw: bytes, submissions: dict[str, Submission], stuck: dict[str, Stuck]) -> None:
+def _other(
+    raw: bytes, submissions: dict[str, Submission], stuck: dict[str, Stuck], cancelled: set[str]
+) -> None:
     try:
+        if b'"event":"call.cancel"' in raw[:120]:
+            found = _OTHER(raw).get("task_id")
+            if isinstance(found, str):
+                cancelled.add(found)
+            return
         if b'"event":"call.submit"' in raw[:120]:
             record = _SUBMIT(raw)
             if record.task_id:

@@ -28,6 +28,7 @@ class WorkerState:
         self.lock = threading.Lock()
         self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call, for live stacks
         self.parents_hooked = False  # ActorMethod._remote carries parents (see .parents)
+        self.cancel_hooked = False  # ray.cancel leaves a call.cancel record (see .submitted)
         self.program_installed = False  # instrument()'s hooks, in a worker (see .boundary)
         # The kit's thread (see .watch): requests, stuck calls, submission batches.
         self.kit_thread: threading.Thread | None = None

@@ -8,6 +8,8 @@ batch is written (:mod:`raytrace_kit._output.submissions`).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import os
 import sys
@@ -148,7 +150,38 @@ def record(  # noqa: PLR0917 -- positional: one call per .remote() of a debuggab
             site(),
             arg_task_ids(args, kwargs),
         )
-        if worker_state.state.kit_thread is None:
+        state = worker_state.state
+        if state.kit_thread is None:
             watch.start()  # it writes the batch; started once per process
+        if not state.cancel_hooked:
+            state.cancel_hooked = True
+            _hook_cancel()
     except Exception as exc:
         writer.report_failure("submit-record", "cannot record a submission", exc)
+
+
+_CANCEL_KEY = "cancel#submitted"
+
+
+def _hook_cancel() -> None:
+    """Record each ``ray.cancel`` of a task (``call.cancel``): a cancelled call never starts.
+
+    Without it a cancelled call's submission would look pending forever. Ray's function
+    runs as it is, its result and exceptions untouched.
+    """
+    if _ray_compat.patched(_CANCEL_KEY):
+        return
+    original = ray.cancel
+
+    @functools.wraps(original)
+    def cancel(ref: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(ref, *args, **kwargs)
+        with contextlib.suppress(Exception):  # a record lost, never the user's cancel
+            task_id = task_id_of(ref)
+            if task_id is not None:
+                force = bool(kwargs.get("force", args[0] if args else False))
+                identity = _process.state.worker_identity or _process.process_identity()
+                submissions.record_cancel(task_id, force, identity)
+        return result
+
+    _ray_compat.patch(_CANCEL_KEY, ray, "cancel", cancel)
