@@ -81,13 +81,7 @@ def submit_line(  # noqa: PLR0917 -- positional: one tuple per submission, rende
     arg_task_ids: list[str] | None,
 ) -> bytes:
     """One ``call.submit`` line (see the module's docstring)."""
-    if parent:
-        parent_call, _, parent_task = parent.partition("/")
-        parents = f'"parent_call_id":"{parent_call}","parent_task_id":' + (
-            f'"{parent_task}"' if parent_task else "null"
-        )
-    else:
-        parents = '"parent_call_id":null,"parent_task_id":null'
+    parents = encode.parent_members(parent)
     task = "null" if task_id is None else f'"{task_id}"'
     actor = "null" if actor_id is None else f'"{actor_id}"'
     where = '"site":null' if site is None else _site_member(site)
