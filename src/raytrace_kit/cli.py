@@ -9,6 +9,7 @@ Subcommands:
     explain [SOURCE]    what a Ray error (on stdin, or --task ID) means, and what to do
     collect             copy every node's files from a running cluster to here
     stuck               what every call in flight waits on, now; deadlocks named
+    top, tail           a running cluster live; its events as they are written
     sessions            the Ray sessions on this machine that hold kit records
 
 ``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the newest Ray
@@ -31,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raytrace_kit._driver import launch
+from raytrace_kit._driver import launch, live_commands
 
 __all__ = ["main"]
 
@@ -63,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print it as JSON")
     report.add_argument("--since", help="only calls started at or after this ISO 8601 time")
     report.add_argument("--until", help="only calls started before this ISO 8601 time")
+    live_commands.add_address(report)
 
     events = add("events", help="print the events, one line each")
     events.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
@@ -120,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=30.0, help="seconds to wait for the nodes (30)"
     )
 
+    live_commands.add_commands(add)
     listed = add("sessions", help="the sessions on this machine that hold kit records")
     listed.add_argument("--json", action="store_true", help="print them as JSON")
     return parser
@@ -190,7 +193,14 @@ def _events(arguments: argparse.Namespace) -> int:
 def _report(arguments: argparse.Namespace) -> int:
     import raytrace_kit  # noqa: PLC0415
 
-    made = raytrace_kit.report(_session(arguments), since=arguments.since, until=arguments.until)
+    if arguments.address is not None:  # computed on the cluster's nodes
+        made = live_commands.report(arguments, _on_cluster)
+        if isinstance(made, int):
+            return made
+    else:
+        made = raytrace_kit.report(
+            _session(arguments), since=arguments.since, until=arguments.until
+        )
     if arguments.html is not None:
         made.save_html(arguments.html)
         print(json.dumps(made.to_dict(), indent=1) if arguments.json else arguments.html)
@@ -349,6 +359,7 @@ _COMMANDS = {
     "collect": _collect,
     "stuck": _stuck,
     "sessions": _sessions,
+    **live_commands.commands(_on_cluster),  # top, tail: attached as stuck and collect are
 }
 
 

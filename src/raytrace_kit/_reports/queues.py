@@ -14,7 +14,7 @@ from __future__ import annotations
 import mmap
 import statistics
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ import msgspec
 from raytrace_kit._output.schema import Stuck, Submission
 from raytrace_kit._reports.finding import Finding
 
-__all__ = ["MAX_LISTED", "QUEUE_FINDING_S", "Queues", "has_submissions"]
+__all__ = ["MAX_LISTED", "QUEUE_FINDING_S", "Queues", "flights", "has_submissions"]
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
 QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
@@ -121,21 +121,7 @@ class Queues:
                                   "task_id": task_id})  # fmt: skip
                 continue
             waits.setdefault(function, array("d")).append(max(begun - when, 0.0))
-        queued: list[dict[str, Any]] = []
-        for function, values in waits.items():
-            ordered = sorted(values)
-            queued.append({
-                "function": function, "count": len(ordered),
-                "p50_s": statistics.median(ordered),
-                "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-                "max_s": ordered[-1],
-            })  # fmt: skip
-        queued.sort(key=lambda row: -row["p50_s"])
-        never.sort(key=lambda row: row["submitted"])
-        stuck = [_stuck_row(event, ended(event.call_id)) for event in self.stuck.values()]
-        stuck.sort(key=lambda row: row["timestamp"])
-        return {"queued": queued, "never_started": never, "never_started_count": never_count,
-                "stuck": stuck}  # fmt: skip
+        return flights(waits, never, never_count, self.stuck.values(), ended)
 
     def findings(self, found: dict[str, Any], durations: dict[str, float]) -> list[Finding]:
         """Calls that waited in queue longer than they ran; calls reported stuck."""
@@ -171,6 +157,35 @@ class Queues:
                 "stuck_calls", first["function"],
             ))  # fmt: skip
         return made
+
+
+def flights(
+    waits: dict[str, array[float]],
+    never: list[dict[str, Any]],
+    never_count: int,
+    stuck: Iterable[Stuck],
+    ended: Callable[[str], str | None],
+) -> dict[str, Any]:
+    """The report's in-flight sections from the joined records (see :meth:`Queues.results`).
+
+    ``waits``: each function's times in queue; ``never``: the first calls never started,
+    in the order their submissions were read.
+    """
+    queued: list[dict[str, Any]] = []
+    for function, values in waits.items():
+        ordered = sorted(values)
+        queued.append({
+            "function": function, "count": len(ordered),
+            "p50_s": statistics.median(ordered),
+            "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+            "max_s": ordered[-1],
+        })  # fmt: skip
+    queued.sort(key=lambda row: -row["p50_s"])
+    never.sort(key=lambda row: row["submitted"])
+    rows = [_stuck_row(event, ended(event.call_id)) for event in stuck]
+    rows.sort(key=lambda row: row["timestamp"])
+    return {"queued": queued, "never_started": never, "never_started_count": never_count,
+            "stuck": rows}  # fmt: skip
 
 
 def _stuck_row(event: Stuck, status: str | None) -> dict[str, Any]:

@@ -1,0 +1,339 @@
+"""A node's event files read as they grow: new lines since the last look, and live aggregates.
+
+:class:`Cursor` remembers, per file (by inode, so a rotated file is followed under its
+new name), how far it has read, and returns only the complete lines written since; a
+look reads at most ``budget`` bytes, so a node with gigabytes already written catches up
+over several refreshes instead of stalling one. :class:`LiveTally` turns those lines into
+what ``raytrace-kit top`` shows of the node: per function the calls running, submitted,
+started, done and failed, a histogram of durations (mergeable: percentiles to about 6 %),
+the calls in flight with their age, the latest failures, each process's memory. Both live
+in the node's reader (an actor: ``_driver/live.py``) between refreshes; nothing here
+needs Ray.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import os
+import re
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from raytrace_kit._reports.linking import still_running
+from raytrace_kit._reports.rules import STRAGGLER_MIN_CALLS, straggler_floor
+
+__all__ = ["BINS_PER_DECADE", "Cursor", "LiveEvent", "LiveTally", "bin_value", "percentile"]
+
+BINS_PER_DECADE = 40  # a duration's bin spans a factor of 10 ** (1 / 40): 6 %
+OLDEST = 10  # calls in flight a node sends, the oldest first...
+OLDEST_PER_FUNCTION = 3  # ...and each function's oldest (its stragglers are among them)
+FAILURES = 10  # the latest failures a node keeps
+_BUDGET = 32 * 2**20  # bytes read per look, at most: a big backlog is read over several
+_EVENT_FILE = re.compile(r"^events-.+\.jsonl$")
+_SHORTEST = 1e-6
+_ERROR_CHARS = 200
+
+
+class Cursor:
+    """Where each event file of a directory was read up to (see the module).
+
+    ``from_end``: the files there at the first look are taken from their end (``tail``);
+    files that appear later are read from their start.
+    """
+
+    def __init__(self, root: Path, *, from_end: bool = False, budget: int = _BUDGET) -> None:
+        self.root = root
+        self.budget = budget
+        self.from_end = from_end
+        self.offsets: dict[int, int] = {}  # inode -> bytes read (up to a line's end)
+        self.behind = 0  # bytes written and not read yet (a backlog over the budget)
+
+    def _listing(self) -> list[tuple[str, int, int]]:
+        found = []
+        try:
+            entries = list(os.scandir(self.root))
+        except OSError:
+            return []
+        for entry in entries:
+            if not _EVENT_FILE.match(entry.name):
+                continue
+            try:
+                info = entry.stat()
+            except OSError:
+                continue  # rotated away while listing
+            found.append((entry.name, info.st_ino, info.st_size))
+        found.sort()
+        return found
+
+    def read(self) -> list[tuple[str, list[bytes]]]:
+        """The complete lines written to each file since the last look, file by file."""
+        listing = self._listing()
+        first, self.from_end = self.from_end, False
+        offsets = {
+            inode: self.offsets.get(inode, size if first else 0) for _, inode, size in listing
+        }
+        self.offsets = offsets
+        left, behind, found = self.budget, 0, []
+        for name, inode, size in listing:
+            start = offsets[inode]
+            if size < start:  # rewritten from scratch: read it again
+                start = offsets[inode] = 0
+            wanted = min(size - start, left)
+            behind += size - start - wanted
+            if wanted <= 0:
+                continue
+            try:
+                with (self.root / name).open("rb") as handle:
+                    handle.seek(start)
+                    data = handle.read(wanted)
+            except OSError:
+                continue
+            end = data.rfind(b"\n") + 1
+            if end == 0:
+                continue  # a line still being written: next time
+            offsets[inode] = start + end
+            left -= end
+            found.append((name, data[:end].splitlines()))
+        self.behind = behind
+        return found
+
+
+class LiveEvent(msgspec.Struct, gc=False):
+    """What a live view reads of any event line (the rest of the line is skipped)."""
+
+    event: str = ""
+    timestamp: str = ""
+    function: str = ""
+    call_id: str = ""
+    task_id: str | None = None
+    status: str | None = None
+    duration_s: float | None = None
+    attempt: int | None = None
+    node_id: str | None = None
+    pid: int | None = None
+    rss_bytes: int | None = None
+    error_type: str | None = None
+    error: str | None = None
+    stack: list[list[Any]] | None = None
+
+
+_BATCH = msgspec.json.Decoder(list[LiveEvent]).decode
+_ONE = msgspec.json.Decoder(LiveEvent).decode
+
+
+def decode(lines: list[bytes]) -> list[LiveEvent]:
+    """Lines as events, in one decoding call when all are well formed (the usual case)."""
+    try:
+        return _BATCH(b"[" + b",".join(lines) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    found = []
+    for line in lines:
+        try:
+            found.append(_ONE(line))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue  # cut short by a kill, or a user's event of another shape
+    return found
+
+
+def bin_value(seconds: float) -> int:
+    """A duration's histogram bin (``10 ** (k / BINS_PER_DECADE)`` seconds and up)."""
+    return math.floor(math.log10(max(seconds, _SHORTEST)) * BINS_PER_DECADE)
+
+
+def percentile(bins: dict[int, int], share: float) -> float | None:
+    """The ``share`` quantile of a histogram, at the middle of its bin (``None``: empty)."""
+    total = sum(bins.values())
+    if not total:
+        return None
+    rank, seen = share * (total - 1), 0
+    for k in sorted(bins):
+        seen += bins[k]
+        if seen > rank:
+            return float(10 ** ((k + 0.5) / BINS_PER_DECADE))
+    return None
+
+
+class _Function:
+    __slots__ = ("bins", "died", "done", "failed", "longest", "started", "submitted")
+
+    def __init__(self) -> None:
+        self.submitted = self.started = self.done = self.failed = self.died = 0
+        self.bins: dict[int, int] = {}
+        self.longest = 0.0
+
+
+class LiveTally:
+    """What ``top`` shows of one node, kept up to date from its new lines (see the module)."""
+
+    def __init__(self) -> None:
+        self.functions: dict[str, _Function] = {}
+        # call id -> [function, started, node, pid, task id, attempt, where]
+        self.running: dict[str, list[Any]] = {}
+        self.failures: deque[dict[str, Any]] = deque(maxlen=FAILURES)
+        self.finished: deque[dict[str, Any]] = deque(maxlen=FAILURES)  # straggling calls
+        self.processes: dict[int, list[Any]] = {}  # pid -> [rss, last stamp, node]
+        self.events = 0
+        self.medians: dict[str, float] = {}  # the cluster's, as the caller last said
+
+    def _aggregate(self, name: str) -> _Function:
+        found = self.functions.get(name)
+        if found is None:
+            found = self.functions[name] = _Function()
+        return found
+
+    def take(self, lines: list[bytes]) -> None:
+        """Take in one file's new lines, in order."""
+        self.events += len(lines)
+        running, processes = self.running, self.processes
+        for event in decode(lines):
+            kind = event.event
+            if not kind.startswith("call."):
+                continue
+            pid = event.pid
+            if pid is not None and event.rss_bytes is not None:
+                processes[pid] = [event.rss_bytes, event.timestamp, event.node_id]
+            if kind == "call.end":
+                entry = running.pop(event.call_id, None)
+                aggregate = self._aggregate(event.function)
+                duration = event.duration_s
+                if event.status == "error":
+                    aggregate.failed += 1
+                    self.failures.append(_failure(event))
+                else:
+                    aggregate.done += 1
+                if duration is not None:
+                    k = bin_value(duration)
+                    aggregate.bins[k] = aggregate.bins.get(k, 0) + 1
+                    aggregate.longest = max(aggregate.longest, duration)
+                    self._straggled(event, duration, entry)
+            elif kind == "call.start":
+                aggregate = self._aggregate(event.function)
+                if not event.attempt:
+                    aggregate.started += 1
+                running[event.call_id] = [
+                    event.function, event.timestamp, event.node_id, pid, event.task_id,
+                    event.attempt or 0, None,
+                ]  # fmt: skip
+            elif kind == "call.submit":
+                self._aggregate(event.function).submitted += 1
+            elif kind == "call.stuck" and event.call_id in running and event.stack:
+                frame = event.stack[-1]
+                running[event.call_id][6] = f"{frame[0]}:{frame[1]}" if len(frame) > 1 else None
+
+    def _straggled(self, event: LiveEvent, duration: float, entry: list[Any] | None) -> None:
+        """Keep a finished call far beyond its function's median (the report's rule)."""
+        median = self.medians.get(event.function)
+        if median is None or duration < straggler_floor(median):
+            return
+        self.finished.append({
+            "function": event.function, "call_id": event.call_id, "task_id": event.task_id,
+            "node_id": event.node_id, "pid": event.pid, "running_s": duration,
+            "ended": event.timestamp, "state": "finished", "median_s": median,
+            "where": entry[6] if entry else None,
+        })  # fmt: skip
+
+    def reap(self) -> None:
+        """Calls whose process died are no longer running: counted as died."""
+        checked: dict[int | None, bool] = {}
+        for call_id, entry in list(self.running.items()):
+            pid = entry[3]
+            alive = checked.get(pid)
+            if alive is None:
+                alive = checked[pid] = still_running(pid, entry[1])
+            if not alive:
+                del self.running[call_id]
+                self._aggregate(entry[0]).died += 1
+
+    def snapshot(self, now: float | None = None) -> dict[str, Any]:
+        """This node's view now, as plain data (what travels to the caller each refresh)."""
+        now = time.time() if now is None else now
+        counts: dict[str, int] = {}
+        for entry in self.running.values():
+            counts[entry[0]] = counts.get(entry[0], 0) + 1
+        functions = {
+            name: [
+                counts.get(name, 0),
+                f.submitted,
+                f.started,
+                f.done,
+                f.failed,
+                f.died,
+                f.bins,
+                f.longest,
+            ]
+            for name, f in self.functions.items()
+        }
+        return {
+            "time": now,
+            "events": self.events,
+            "functions": functions,
+            "oldest": [_flying(call_id, entry, now) for call_id, entry in self._oldest()],
+            "finished": list(self.finished),
+            "failures": list(self.failures),
+            "processes": [
+                {"pid": pid, "rss_bytes": rss, "last": last, "node_id": node}
+                for pid, (rss, last, node) in self.processes.items()
+            ],
+        }
+
+    def _oldest(self) -> list[tuple[str, list[Any]]]:
+        """The oldest calls in flight, and each function's oldest few."""
+        by_start = lambda item: item[1][1]  # noqa: E731 -- a key, named once
+        chosen = dict(heapq.nsmallest(OLDEST, self.running.items(), key=by_start))
+        per: dict[str, list[tuple[str, list[Any]]]] = {}
+        for item in self.running.items():
+            per.setdefault(item[1][0], []).append(item)
+        for items in per.values():
+            chosen.update(heapq.nsmallest(OLDEST_PER_FUNCTION, items, key=by_start))
+        return sorted(chosen.items(), key=by_start)
+
+    def forget_processes(self, older_than: str) -> None:
+        """Drop processes whose last record is older than ``older_than`` and run nothing."""
+        busy = {entry[3] for entry in self.running.values()}
+        for pid in [p for p, (_, last, _) in self.processes.items() if last < older_than]:
+            if pid not in busy:
+                del self.processes[pid]
+
+
+def _flying(call_id: str, entry: list[Any], now: float) -> dict[str, Any]:
+    function, started, node, pid, task, attempt, where = entry
+    return {
+        "function": function, "call_id": call_id, "task_id": task, "node_id": node, "pid": pid,
+        "attempt": attempt, "started": started, "running_s": max(now - _epoch(started), 0.0),
+        "where": where, "state": "running",
+    }  # fmt: skip
+
+
+def _epoch(stamp: str) -> float:
+    from datetime import datetime  # noqa: PLC0415 -- a few calls per refresh
+
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return time.time()
+
+
+def _failure(event: LiveEvent) -> dict[str, Any]:
+    line = f"{event.error_type or '?'}: {event.error or ''}".split("\n")[0]
+    return {
+        "function": event.function, "call_id": event.call_id, "task_id": event.task_id,
+        "node_id": event.node_id, "pid": event.pid, "ended": event.timestamp,
+        "error": line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "...",
+    }  # fmt: skip
+
+
+def medians_of(functions: dict[str, Any]) -> dict[str, float]:
+    """Each function's median from a merged histogram (enough calls to judge stragglers)."""
+    found = {}
+    for name, bins in functions.items():
+        if sum(bins.values()) >= STRAGGLER_MIN_CALLS:
+            median = percentile(bins, 0.5)
+            if median is not None:
+                found[name] = median
+    return found
