@@ -54,7 +54,8 @@ class NodeReader:
         self.report: NodeReport | None = None
         self.live: LiveTally | None = None
         self.cursor: Cursor | None = None
-        self.clock = (time.process_time(), time.monotonic())
+        self.clock: tuple[float, float] | None = None
+        self.shipped: list[int] = []
 
     def where(self) -> dict[str, Any]:
         """This node's id and the directory its reader reads."""
@@ -69,6 +70,26 @@ class NodeReader:
     def tally(self, *arguments: Any) -> dict[str, Any]:
         assert self.report is not None  # noqa: S101 -- prepare() came first
         return self.report.tally(*arguments)
+
+    def split(self, offset: int, parts: int) -> list[Any]:
+        """The halves that did not join here, one part per node, put in this node's store.
+
+        Only the references travel to the caller; each node's reader fetches its part
+        from here (``join``).
+        """
+        assert self.report is not None  # noqa: S101 -- tally() came first
+        pieces = self.report.split(offset, parts)
+        self.shipped = [len(pickle.dumps(piece)) for piece in pieces]
+        return [ray.put(piece) for piece in pieces]
+
+    def join(self, refs: list[Any]) -> dict[str, Any]:
+        """This node's part of the join, from the parts every node put for it."""
+        assert self.report is not None  # noqa: S101 -- split() came first
+        return self.report.join(ray.get(refs))
+
+    def pieces(self) -> list[int]:
+        """The bytes of each part :meth:`split` made (a benchmark's figure)."""
+        return self.shipped
 
     def details(self, *arguments: Any) -> dict[str, Any]:
         assert self.report is not None  # noqa: S101 -- tally() came first
@@ -96,12 +117,16 @@ class NodeReader:
         state["cpu_share"] = self._cpu_share()
         return state
 
-    def _cpu_share(self) -> float:
-        """This reader's CPU time over the wall time since it last said (one core = 1.0)."""
-        cpu, wall = time.process_time(), time.monotonic()
-        before_cpu, before_wall = self.clock
-        self.clock = (cpu, wall)
-        return (cpu - before_cpu) / (wall - before_wall) if wall > before_wall else 0.0
+    def _cpu_share(self) -> float | None:
+        """This reader's CPU time over the wall time since its last look (one core = 1.0).
+
+        ``None`` at the first look (it includes the reader's start).
+        """
+        now = (time.process_time(), time.monotonic())
+        before, self.clock = self.clock, now
+        if before is None or now[1] <= before[1]:
+            return None
+        return (now[0] - before[0]) / (now[1] - before[1])
 
     def follow(self, function: str | None, status: str | None) -> list[tuple[str, list[bytes]]]:
         """The event lines written here since the last call (from now, the first time)."""

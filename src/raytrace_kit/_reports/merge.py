@@ -26,8 +26,7 @@ from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.driver import LONG_WAITS, DriverRecord, Site, Waited
 from raytrace_kit._reports.lanes import LANES_DRAWN, Lane
 from raytrace_kit._reports.names import CallNames
-from raytrace_kit._reports.packing import unpack_floats, unpack_ints, unpack_keys
-from raytrace_kit._reports.partial import KEEP_TASK_IDS, from_micros
+from raytrace_kit._reports.packing import unpack_floats, unpack_keys
 from raytrace_kit._reports.queues import MAX_LISTED, Queues, flights
 from raytrace_kit._reports.report import RayLogs, Report, finish
 from raytrace_kit._reports.rules import SERIAL_MIN_CHILDREN
@@ -50,6 +49,10 @@ def cluster_report(
     joined = any(answer["submissions"] for answer in prepared)
     waits = [list(wait.task_ids) for _, _, wait in driver.long_waits]
     partials = ask("tally", [(since, until, joined, waits)] * nodes)
+    queued = [part["queues"] for part in partials]
+    offsets = [sum(q["count"] for q in queued[:rank]) for rank in range(nodes)]
+    pieces = ask("split", [(offsets[rank], nodes) for rank in range(nodes)])
+    joins = ask("join", [([pieces[i][j] for i in range(nodes)],) for j in range(nodes)])
     tally = _tally(partials, since, until)
     tally.waited = _waited(waits, partials) if waits else None
     candidates = list(tally.children)
@@ -69,7 +72,7 @@ def cluster_report(
         lambda row: alive.get(row["call_id"], False),
     )
     queues = Queues(joined=joined)
-    found = _flights([p["queues"] for p in partials], tally.stuck_status.get)
+    found = _flights(queued, joins, tally.stuck_status.get)
     files = sum(answer["files"] for answer in prepared)
     return finish(tally, driver, queues, found, ray_logs, source=source, files=files)
 
@@ -277,46 +280,33 @@ def _lanes(partials: list[dict[str, Any]], details: list[dict[str, Any]]) -> lis
     return lanes
 
 
-def _flights(parts: list[dict[str, Any]], ended: Callable[[str], str | None]) -> dict[str, Any]:
-    """Time in queue, calls never started, stuck calls: the nodes' halves joined here."""
-    started: dict[int, int] = {}
-    for part in parts:
-        for key, stamp in zip(
-            unpack_keys(part["starts"]["keys"]), unpack_ints(part["starts"]["stamps"]), strict=True
-        ):
-            started.setdefault(key, stamp)
+def _flights(
+    parts: list[dict[str, Any]], joins: list[dict[str, Any]], ended: Callable[[str], str | None]
+) -> dict[str, Any]:
+    """Time in queue, calls never started, stuck calls: joined on the nodes, merged here."""
     waits: dict[str, array[float]] = {}
     first: dict[str, int] = {}
-    never: list[dict[str, Any]] = []
-    never_count = offset = 0
     stuck: dict[str, Stuck] = {}
-    for part in parts:
+    offset = 0
+    for part in parts:  # what each node joined itself
         for function, packed in part["waits"].items():
             waits.setdefault(function, array("d")).extend(unpack_floats(packed))
             at = offset + part["first"][function]
             first[function] = min(first.get(function, at), at)
-        rows = part["open"]
-        names, sites, task_ids = rows["names"], rows["site_names"], rows["task_ids"]
-        for key, stamp, function, site, index in zip(
-            unpack_keys(rows["keys"]), unpack_ints(rows["stamps"]), unpack_ints(rows["functions"]),
-            unpack_ints(rows["sites"]), unpack_ints(rows["index"]), strict=True,
-        ):  # fmt: skip
-            begun = started.get(key)
-            if begun is None:
-                never_count += 1
-                if len(never) < MAX_LISTED:
-                    kept = task_ids.get(index) if offset + index < KEEP_TASK_IDS else None
-                    never.append({"function": names[function], "submitted": from_micros(stamp),
-                                  "site": sites[site], "task_id": kept})  # fmt: skip
-                continue
-            name = names[function]
-            waits.setdefault(name, array("d")).append(
-                max(from_micros(begun) - from_micros(stamp), 0.0)
-            )
-            first[name] = min(first.get(name, offset + index), offset + index)
         for event in part["stuck"]:
             if event.call_id in stuck or len(stuck) < MAX_LISTED:
                 stuck[event.call_id] = event
         offset += part["count"]
+    never: list[dict[str, Any]] = []
+    for answer in joins:  # what the nodes joined of each other's halves
+        for function, packed in answer["waits"].items():
+            waits.setdefault(function, array("d")).extend(unpack_floats(packed))
+            at = answer["first"][function]
+            first[function] = min(first.get(function, at), at)
+        never.extend(answer["never"])
+    never.sort(key=lambda row: row["order"])  # the first in the order a report reads them
+    for row in never:
+        del row["order"]
     ordered = {name: waits[name] for name in sorted(waits, key=lambda n: first[n])}
-    return flights(ordered, never, never_count, stuck.values(), ended)
+    count = sum(answer["never_count"] for answer in joins)
+    return flights(ordered, never[:MAX_LISTED], count, stuck.values(), ended)
