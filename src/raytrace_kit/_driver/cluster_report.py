@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING
 
 from raytrace_kit._reports import report as _local
-from raytrace_kit._reports.session import Session, instant
+from raytrace_kit._reports.session import Session, flush_own, instant
 from raytrace_kit.exceptions import InvalidValueError, UsageError
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ def report(
     from raytrace_kit._driver.collect import attach  # noqa: PLC0415
     from raytrace_kit._reports.merge import cluster_report  # noqa: PLC0415
 
+    flush_own()  # this driver's submission records: in its file before its node reads it
     attached = not ray.is_initialized()
     if attached:
         attach(address)

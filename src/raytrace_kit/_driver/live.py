@@ -29,6 +29,7 @@ import ray
 from raytrace_kit._driver import readers
 from raytrace_kit._driver.collect import attach
 from raytrace_kit._output.lines import readable
+from raytrace_kit._reports.session import flush_own
 from raytrace_kit._reports.top import TopView, merge, renderable
 from raytrace_kit.exceptions import InvalidValueError, UsageError
 
@@ -44,8 +45,8 @@ class Watch:
         self.view: TopView | None = None
 
     def refresh(self) -> TopView:
-        medians = self.view.medians if self.view is not None else {}
-        states = self.readers.ask("look", [(medians,)] * len(self.readers))
+        flush_own()  # this process's own submission records, if it submitted any
+        states = self.readers.ask("look", [()] * len(self.readers))
         self.view = merge(self.source, states, self.view, self.readers.problems)
         return self.view
 

@@ -99,13 +99,12 @@ class NodeReader:
 
     # --- a live view: one look per refresh ---
 
-    def look(self, medians: dict[str, float]) -> dict[str, Any]:
+    def look(self) -> dict[str, Any]:
         """What is new here since the last look, as the live view's node state."""
         if self.live is None:
             self.live, self.cursor = LiveTally(), Cursor(self.root)
         assert self.cursor is not None  # noqa: S101 -- made with live
         live = self.live
-        live.medians = medians
         for _, lines in self.cursor.read():
             live.take(lines)
         live.reap()
@@ -244,6 +243,16 @@ class Readers:
                 _kill(item["actor"])
         self.actors = [item["actor"] for item in owners]
         self.nodes = [item["node"]["NodeID"] for item in owners]
+        if not self.actors:
+            msg = "no node's reader started: " + "; ".join(self.problems or ["no node alive"])
+            if "references to the actor were removed" in msg:
+                msg += (
+                    ". The cluster dropped them as soon as they were made: if it runs "
+                    "without token authentication while this machine has a Ray token "
+                    "(~/.ray/auth_token, sent when attaching, as Ray's own command line "
+                    "does), set RAY_AUTH_MODE=disabled in this shell"
+                )
+            raise ReaderError(msg)
 
     def __len__(self) -> int:
         return len(self.actors)

@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from raytrace_kit._reports.linking import still_running
-from raytrace_kit._reports.rules import STRAGGLER_MIN_CALLS, straggler_floor
+from raytrace_kit._reports.rules import STRAGGLER_MIN_CALLS
 
 __all__ = ["BINS_PER_DECADE", "Cursor", "LiveEvent", "LiveTally", "bin_value", "percentile"]
 
@@ -33,6 +33,7 @@ BINS_PER_DECADE = 40  # a duration's bin spans a factor of 10 ** (1 / 40): 6 %
 OLDEST = 10  # calls in flight a node sends, the oldest first...
 OLDEST_PER_FUNCTION = 3  # ...and each function's oldest (its stragglers are among them)
 FAILURES = 10  # the latest failures a node keeps
+SLOWEST = 3  # each function's slowest finished calls a node keeps (stragglers among them)
 _BUDGET = 32 * 2**20  # bytes read per look, at most: a big backlog is read over several
 _EVENT_FILE = re.compile(r"^events-.+\.jsonl$")
 _SHORTEST = 1e-6
@@ -160,12 +161,13 @@ def percentile(bins: dict[int, int], share: float) -> float | None:
 
 
 class _Function:
-    __slots__ = ("bins", "died", "done", "failed", "longest", "started", "submitted")
+    __slots__ = ("bins", "died", "done", "failed", "slowest", "started", "submitted")
 
     def __init__(self) -> None:
         self.submitted = self.started = self.done = self.failed = self.died = 0
         self.bins: dict[int, int] = {}
-        self.longest = 0.0
+        # its slowest finished calls, a min-heap: (seconds, call id, what top shows of it)
+        self.slowest: list[tuple[float, str, dict[str, Any]]] = []
 
 
 class LiveTally:
@@ -176,10 +178,8 @@ class LiveTally:
         # call id -> [function, started, node, pid, task id, attempt, where]
         self.running: dict[str, list[Any]] = {}
         self.failures: deque[dict[str, Any]] = deque(maxlen=FAILURES)
-        self.finished: deque[dict[str, Any]] = deque(maxlen=FAILURES)  # straggling calls
         self.processes: dict[int, list[Any]] = {}  # pid -> [rss, last stamp, node]
         self.events = 0
-        self.medians: dict[str, float] = {}  # the cluster's, as the caller last said
 
     def _aggregate(self, name: str) -> _Function:
         found = self.functions.get(name)
@@ -210,8 +210,9 @@ class LiveTally:
                 if duration is not None:
                     k = bin_value(duration)
                     aggregate.bins[k] = aggregate.bins.get(k, 0) + 1
-                    aggregate.longest = max(aggregate.longest, duration)
-                    self._straggled(event, duration, entry)
+                    slowest = aggregate.slowest
+                    if len(slowest) < SLOWEST or duration > slowest[0][0]:
+                        _keep_slowest(slowest, event, duration, entry)
             elif kind == "call.start":
                 aggregate = self._aggregate(event.function)
                 if not event.attempt:
@@ -225,18 +226,6 @@ class LiveTally:
             elif kind == "call.stuck" and event.call_id in running and event.stack:
                 frame = event.stack[-1]
                 running[event.call_id][6] = f"{frame[0]}:{frame[1]}" if len(frame) > 1 else None
-
-    def _straggled(self, event: LiveEvent, duration: float, entry: list[Any] | None) -> None:
-        """Keep a finished call far beyond its function's median (the report's rule)."""
-        median = self.medians.get(event.function)
-        if median is None or duration < straggler_floor(median):
-            return
-        self.finished.append({
-            "function": event.function, "call_id": event.call_id, "task_id": event.task_id,
-            "node_id": event.node_id, "pid": event.pid, "running_s": duration,
-            "ended": event.timestamp, "state": "finished", "median_s": median,
-            "where": entry[6] if entry else None,
-        })  # fmt: skip
 
     def reap(self) -> None:
         """Calls whose process died are no longer running: counted as died."""
@@ -265,7 +254,7 @@ class LiveTally:
                 f.failed,
                 f.died,
                 f.bins,
-                f.longest,
+                [call for _, _, call in f.slowest],
             ]
             for name, f in self.functions.items()
         }
@@ -274,7 +263,6 @@ class LiveTally:
             "events": self.events,
             "functions": functions,
             "oldest": [_flying(call_id, entry, now) for call_id, entry in self._oldest()],
-            "finished": list(self.finished),
             "failures": list(self.failures),
             "processes": [
                 {"pid": pid, "rss_bytes": rss, "last": last, "node_id": node}
@@ -317,6 +305,24 @@ def _epoch(stamp: str) -> float:
         return datetime.fromisoformat(stamp).timestamp()
     except ValueError:
         return time.time()
+
+
+def _keep_slowest(
+    slowest: list[tuple[float, str, dict[str, Any]]],
+    event: LiveEvent,
+    duration: float,
+    entry: list[Any] | None,
+) -> None:
+    """Keep a finished call among its function's :data:`SLOWEST` slowest."""
+    call = {
+        "function": event.function, "call_id": event.call_id, "task_id": event.task_id,
+        "node_id": event.node_id, "pid": event.pid, "running_s": duration,
+        "ended": event.timestamp, "state": "finished", "where": entry[6] if entry else None,
+    }  # fmt: skip
+    if len(slowest) < SLOWEST:
+        heapq.heappush(slowest, (duration, event.call_id, call))
+    else:
+        heapq.heappushpop(slowest, (duration, event.call_id, call))
 
 
 def _failure(event: LiveEvent) -> dict[str, Any]:

@@ -26,14 +26,12 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls
 from raytrace_kit._reports.deaths import find_ray_logs, worker_deaths
 from raytrace_kit._reports.driver import DRIVER_GLOB, Waited, read_driver
+from raytrace_kit._reports.joins import NodeQueues, join
 from raytrace_kit._reports.linking import still_running
 from raytrace_kit._reports.packing import pack_floats, pack_keys, task_key
-from raytrace_kit._reports.joins import NodeQueues, join
 from raytrace_kit._reports.queues import has_submissions
 from raytrace_kit._reports.sessions import EVENT_GLOB
 from raytrace_kit._reports.tally import Tally

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from html import escape
 from typing import Any
 
 from raytrace_kit._html import card, table
@@ -61,23 +62,26 @@ def merge(
     """The nodes' views (``LiveTally.snapshot`` and the reader's own figures) as one."""
     totals: dict[str, list[Any]] = {}
     bins: dict[str, dict[int, int]] = {}
-    flying, finished, failures, nodes = [], [], [], []
+    flying: list[dict[str, Any]] = []
+    finished: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
+    nodes: list[dict[str, Any]] = []
     events = behind = 0
     for state in states:
         events += state["events"]
         behind += state.get("behind", 0)
-        for name, (running, submitted, started, done, failed, died, hist, longest) in state[
+        for name, (running, submitted, started, done, failed, died, hist, slowest) in state[
             "functions"
         ].items():
             row = totals.setdefault(name, [0, 0, 0, 0, 0, 0, 0.0])
             for i, value in enumerate((running, submitted, started, done, failed, died)):
                 row[i] += value
-            row[6] = max(row[6], longest)
+            row[6] = max([row[6], *(call["running_s"] for call in slowest)])
             merged = bins.setdefault(name, {})
             for k, count in hist.items():
                 merged[k] = merged.get(k, 0) + count
+            finished.extend(slowest)
         flying.extend(state["oldest"])
-        finished.extend(state["finished"])
         failures.extend(state["failures"])
         nodes.append(_node_row(state))
     medians = medians_of(bins)
@@ -108,7 +112,6 @@ def _function_row(name: str, row: list[Any], bins: dict[int, int]) -> dict[str, 
 
 def _node_row(state: dict[str, Any]) -> dict[str, Any]:
     processes = state["processes"]
-    running = sum(1 for call in state["oldest"])
     return {
         "node_id": state.get("node_id") or "?",
         "processes": len(processes),
@@ -116,19 +119,18 @@ def _node_row(state: dict[str, Any]) -> dict[str, Any]:
         "largest_rss_bytes": max((p["rss_bytes"] or 0 for p in processes), default=0),
         "running": sum(row[0] for row in state["functions"].values()),
         "reader_cpu": state.get("cpu_share"),
-        "shown": running,
     }
 
 
 def _stragglers(
     flying: list[dict[str, Any]], finished: list[dict[str, Any]], medians: dict[str, float]
 ) -> list[dict[str, Any]]:
+    """Calls, running or finished, far beyond their function's median (the report's rule)."""
     found = []
-    for call in flying:
+    for call in [*flying, *finished]:
         median = medians.get(call["function"])
         if median is not None and call["running_s"] >= straggler_floor(median):
             found.append({**call, "median_s": median})
-    found.extend(finished)
     found.sort(key=lambda c: -c["running_s"] / max(c["median_s"], 1e-6))
     return found[:_ROWS]
 
@@ -234,8 +236,8 @@ def text(view: TopView, width: int = 120) -> str:
 
 def html(view: TopView) -> str:
     """The view for a notebook: the same tables, escaped."""
-    parts = [f"<div>{problem}</div>" for problem in view.problems]
+    parts = [f"<div>{escape(problem)}</div>" for problem in view.problems]
     for title, columns, rows in sections(view):
-        parts.append(f"<div><b>{title}</b></div>")
+        parts.append(f"<div><b>{escape(title)}</b></div>")
         parts.append(table(columns, rows))
     return card("raytrace-kit top", headline(view), *parts)
