@@ -208,6 +208,7 @@ class Readers:
         self.timeout = timeout
         self.measure = measure
         self.moved = 0
+        self.moved_by: dict[str, int] = {}  # by question
         self.problems: list[str] = []
         self.actors: list[Any] = []
         self.nodes: list[str] = []
@@ -275,8 +276,10 @@ class Readers:
                 msg = f"the reader of node {node[:12]} did not answer {method}: {why}"
                 raise ReaderError(msg[:500]) from exc
         if self.measure:
-            self.moved += sum(len(pickle.dumps(a)) for a in answers)
-            self.moved += sum(len(pickle.dumps(args)) for args in arguments)
+            moved = sum(len(pickle.dumps(a)) for a in answers)
+            moved += sum(len(pickle.dumps(args)) for args in arguments)
+            self.moved += moved
+            self.moved_by[method] = self.moved_by.get(method, 0) + moved
         return answers
 
     def close(self) -> None:

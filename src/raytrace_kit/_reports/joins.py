@@ -120,6 +120,11 @@ class NodeQueues(Queues):
             "stuck": list(self.stuck.values()),
         }
 
+    def task_ids(self, indexes: list[int]) -> dict[int, str]:
+        """The task ids of the submissions read ``indexes``-th here (among those kept)."""
+        wanted = set(indexes)
+        return {row[4]: row[3] for row in self.records.values() if row[4] in wanted and row[3]}
+
     def split(self, offset: int, parts: int) -> list[dict[str, Any]]:
         """What did not join here, in ``parts`` parts by task key; part ``j`` for node ``j``.
 
@@ -155,7 +160,6 @@ def _part(
         "index": pack_ints([row[4] for _, row in rows]),
         "names": functions,
         "site_names": sites,
-        "task_ids": {row[4]: row[3] for _, row in rows if row[3] is not None},
         "start_keys": pack_keys([key for key, _ in starts]),
         "start_stamps": pack_ints([stamp for _, stamp in starts]),
     }
@@ -166,7 +170,8 @@ def join(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
     Returns each function's waits (packed) and its first joined submission (in the order
     all nodes' submissions are read), how many never started, and the first of those
-    (at most a report's ``MAX_LISTED``, each with its ``order``).
+    (at most a report's ``MAX_LISTED``, each with its ``order``, and where it was read: the
+    ``rank`` of its node and its ``index`` there, to ask its task id by).
     """
     started: dict[int, int] = {}
     for part in parts:
@@ -177,10 +182,8 @@ def join(parts: list[dict[str, Any]]) -> dict[str, Any]:
     first: dict[str, int] = {}
     never: list[dict[str, Any]] = []
     count = 0
-    for part in parts:
-        offset, names, sites, task_ids = (
-            part["offset"], part["names"], part["site_names"], part["task_ids"],
-        )  # fmt: skip
+    for rank, part in enumerate(parts):
+        offset, names, sites = part["offset"], part["names"], part["site_names"]
         for key, stamp, function, site, index in zip(
             unpack_keys(part["keys"]), unpack_ints(part["stamps"]),
             unpack_ints(part["functions"]), unpack_ints(part["sites"]),
@@ -190,11 +193,10 @@ def join(parts: list[dict[str, Any]]) -> dict[str, Any]:
             begun = started.get(key)
             if begun is None:
                 count += 1
-                if len(never) < MAX_LISTED:
-                    kept = task_ids.get(index) if order < KEEP_TASK_IDS else None
-                    never.append({"order": order, "function": names[function],
-                                  "submitted": from_micros(stamp), "site": sites[site],
-                                  "task_id": kept})  # fmt: skip
+                if len(never) < MAX_LISTED:  # its task id, if a report keeps it: asked later
+                    never.append({"order": order, "rank": rank, "index": index,
+                                  "function": names[function], "submitted": from_micros(stamp),
+                                  "site": sites[site], "task_id": None})  # fmt: skip
                 continue
             name = names[function]
             waits.setdefault(name, []).append(max(from_micros(begun) - from_micros(stamp), 0.0))

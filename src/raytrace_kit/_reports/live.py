@@ -29,6 +29,7 @@ from raytrace_kit._reports.rules import STRAGGLER_MIN_CALLS
 
 __all__ = ["BINS_PER_DECADE", "Cursor", "LiveEvent", "LiveTally", "bin_value", "percentile"]
 
+
 BINS_PER_DECADE = 40  # a duration's bin spans a factor of 10 ** (1 / 40): 6 %
 OLDEST = 10  # calls in flight a node sends, the oldest first...
 OLDEST_PER_FUNCTION = 3  # ...and each function's oldest (its stragglers are among them)
@@ -105,9 +106,8 @@ class Cursor:
 
 
 class LiveEvent(msgspec.Struct, gc=False):
-    """What a live view reads of any event line (the rest of the line is skipped)."""
+    """What a live view reads of a ``call.start`` or ``call.end`` (the rest is skipped)."""
 
-    event: str = ""
     timestamp: str = ""
     function: str = ""
     call_id: str = ""
@@ -120,26 +120,46 @@ class LiveEvent(msgspec.Struct, gc=False):
     rss_bytes: int | None = None
     error_type: str | None = None
     error: str | None = None
-    stack: list[list[Any]] | None = None
 
 
-_BATCH = msgspec.json.Decoder(list[LiveEvent]).decode
-_ONE = msgspec.json.Decoder(LiveEvent).decode
+class _Stuck(msgspec.Struct, gc=False):
+    call_id: str = ""
+    stack: list[list[Any]] = msgspec.field(default_factory=list)
 
 
-def decode(lines: list[bytes]) -> list[LiveEvent]:
-    """Lines as events, in one decoding call when all are well formed (the usual case)."""
+class _Named(msgspec.Struct, gc=False):
+    function: str = ""
+
+
+_EVENT = msgspec.json.Decoder(LiveEvent).decode
+_STUCK = msgspec.json.Decoder(_Stuck).decode
+_NAMED = msgspec.json.Decoder(_Named).decode
+_FUNCTION = b'"function":"'
+_BAD = (msgspec.DecodeError, msgspec.ValidationError)
+
+
+def _kind(line: bytes) -> bytes:
+    """A call event's kind (``end``, ``start``, ``submit``...), from its first bytes.
+
+    The kit writes ``"event"`` third; another writer's spacing or order reads as
+    ``b""`` (not a call event the view counts).
+    """
+    at = line.find(b'"event":"call.', 0, 120)
+    if at < 0:
+        return b""
+    return line[at + 14 : line.find(b'"', at + 14, at + 30)]
+
+
+def _submitted(line: bytes) -> str | None:
+    """A ``call.submit``'s function, read in place (the line is not decoded)."""
+    at = line.find(_FUNCTION)
+    close = line.find(b'"', at + 12) if at >= 0 else -1
+    if close > at + 12 and b"\\" not in line[at + 12 : close]:
+        return line[at + 12 : close].decode("utf-8", "replace")
     try:
-        return _BATCH(b"[" + b",".join(lines) + b"]")
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        pass
-    found = []
-    for line in lines:
-        try:
-            found.append(_ONE(line))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue  # cut short by a kill, or a user's event of another shape
-    return found
+        return _NAMED(line).function
+    except _BAD:
+        return None
 
 
 def bin_value(seconds: float) -> int:
@@ -178,7 +198,7 @@ class LiveTally:
         # call id -> [function, started, node, pid, task id, attempt, where]
         self.running: dict[str, list[Any]] = {}
         self.failures: deque[dict[str, Any]] = deque(maxlen=FAILURES)
-        self.processes: dict[int, list[Any]] = {}  # pid -> [rss, last stamp, node]
+        self.processes: dict[int | None, tuple[int, str, str | None]] = {}  # rss, stamp, node
         self.events = 0
 
     def _aggregate(self, name: str) -> _Function:
@@ -187,45 +207,58 @@ class LiveTally:
             found = self.functions[name] = _Function()
         return found
 
-    def take(self, lines: list[bytes]) -> None:
-        """Take in one file's new lines, in order."""
+    def take(self, lines: list[bytes]) -> None:  # noqa: PLR0912 -- the hot loop
+        """Take in one file's new lines, in order (a line cut short is skipped)."""
         self.events += len(lines)
-        running, processes = self.running, self.processes
-        for event in decode(lines):
-            kind = event.event
-            if not kind.startswith("call."):
-                continue
-            pid = event.pid
-            if pid is not None and event.rss_bytes is not None:
-                processes[pid] = [event.rss_bytes, event.timestamp, event.node_id]
-            if kind == "call.end":
+        running, processes, aggregate_of = self.running, self.processes, self._aggregate
+        for line in lines:
+            kind = _kind(line)
+            if kind == b"end":
+                try:
+                    event = _EVENT(line)
+                except _BAD:
+                    continue
                 entry = running.pop(event.call_id, None)
-                aggregate = self._aggregate(event.function)
-                duration = event.duration_s
+                aggregate = aggregate_of(event.function)
                 if event.status == "error":
                     aggregate.failed += 1
                     self.failures.append(_failure(event))
                 else:
                     aggregate.done += 1
+                if event.pid is not None and event.rss_bytes is not None:
+                    processes[event.pid] = (event.rss_bytes, event.timestamp, event.node_id)
+                duration = event.duration_s
                 if duration is not None:
                     k = bin_value(duration)
                     aggregate.bins[k] = aggregate.bins.get(k, 0) + 1
                     slowest = aggregate.slowest
                     if len(slowest) < SLOWEST or duration > slowest[0][0]:
                         _keep_slowest(slowest, event, duration, entry)
-            elif kind == "call.start":
-                aggregate = self._aggregate(event.function)
+            elif kind == b"start":
+                try:
+                    event = _EVENT(line)
+                except _BAD:
+                    continue
                 if not event.attempt:
-                    aggregate.started += 1
+                    aggregate_of(event.function).started += 1
                 running[event.call_id] = [
-                    event.function, event.timestamp, event.node_id, pid, event.task_id,
+                    event.function, event.timestamp, event.node_id, event.pid, event.task_id,
                     event.attempt or 0, None,
                 ]  # fmt: skip
-            elif kind == "call.submit":
-                self._aggregate(event.function).submitted += 1
-            elif kind == "call.stuck" and event.call_id in running and event.stack:
-                frame = event.stack[-1]
-                running[event.call_id][6] = f"{frame[0]}:{frame[1]}" if len(frame) > 1 else None
+                if event.pid not in processes and event.rss_bytes is not None:
+                    processes[event.pid] = (event.rss_bytes, event.timestamp, event.node_id)
+            elif kind == b"submit":
+                function = _submitted(line)
+                if function is not None:
+                    aggregate_of(function).submitted += 1
+            elif kind == b"stuck":
+                try:
+                    stuck = _STUCK(line)
+                except _BAD:
+                    continue
+                if stuck.call_id in running and stuck.stack and len(stuck.stack[-1]) > 1:
+                    frame = stuck.stack[-1]
+                    running[stuck.call_id][6] = f"{frame[0]}:{frame[1]}"
 
     def reap(self) -> None:
         """Calls whose process died are no longer running: counted as died."""

@@ -24,9 +24,11 @@ from typing import Any
 from raytrace_kit._output.schema import Call, Stuck
 from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.driver import LONG_WAITS, DriverRecord, Site, Waited
+from raytrace_kit._reports.joins import KEEP_TASK_IDS
 from raytrace_kit._reports.lanes import LANES_DRAWN, Lane
 from raytrace_kit._reports.names import CallNames
-from raytrace_kit._reports.packing import unpack_floats, unpack_keys
+from raytrace_kit._reports.packing import unpack_floats, unpack_ints, unpack_keys
+from raytrace_kit._reports.partial import LANE_AS_IS
 from raytrace_kit._reports.queues import MAX_LISTED, Queues, flights
 from raytrace_kit._reports.report import RayLogs, Report, finish
 from raytrace_kit._reports.rules import SERIAL_MIN_CHILDREN
@@ -58,7 +60,11 @@ def cluster_report(
     candidates = list(tally.children)
     chosen = _chosen_lanes(partials)
     workers = [row["worker_id"] for row in tally.interrupted if row["worker_id"]]
-    details = ask("details", [(candidates, chosen.get(rank, []), workers) for rank in range(nodes)])
+    found, kept = _flights(queued, joins)
+    details = ask(
+        "details",
+        [(candidates, chosen.get(rank, []), workers, kept.get(rank, [])) for rank in range(nodes)],
+    )
     tally.names = _Known({k: v for answer in details for k, v in answer["names"].items()})
     tally.lanes = _lanes(partials, details)
     alive = {row["call_id"]: row.pop("alive") for row in tally.interrupted}
@@ -71,10 +77,13 @@ def cluster_report(
         lambda ids: {w: deaths[w] for w in ids if w in deaths},
         lambda row: alive.get(row["call_id"], False),
     )
-    queues = Queues(joined=joined)
-    found = _flights(queued, joins, tally.stuck_status.get)
+    for row in found["never"]:
+        row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
+    flown = flights(
+        found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get
+    )
     files = sum(answer["files"] for answer in prepared)
-    return finish(tally, driver, queues, found, ray_logs, source=source, files=files)
+    return finish(tally, driver, Queues(joined=joined), flown, ray_logs, source=source, files=files)
 
 
 class _Known(CallNames):
@@ -272,7 +281,7 @@ def _lanes(partials: list[dict[str, Any]], details: list[dict[str, Any]]) -> lis
         sent = details[rank]["lanes"]
         for index, (_, total) in enumerate(part["lanes"]):
             if index in sent:
-                lanes.append(sent[index])
+                lanes.append(_unpack_lane(sent[index]))
             else:  # not drawn: only its place in the order, and its count, matter
                 stand_in = Lane()
                 stand_in.total = total
@@ -280,10 +289,25 @@ def _lanes(partials: list[dict[str, Any]], details: list[dict[str, Any]]) -> lis
     return lanes
 
 
+def _unpack_lane(packed: dict[str, Any]) -> Lane:
+    lane = Lane()
+    lane.ends = unpack_floats(packed["ends"])
+    lane.calls = array("q", unpack_ints(packed["calls"]))
+    lane.busy = unpack_floats(packed["busy"])
+    lane.failed = array("q", unpack_ints(packed["failed"]))
+    lane.peaks = array("q", unpack_ints(packed["peaks"]))
+    for name in LANE_AS_IS:
+        setattr(lane, name, packed["rest"][name])
+    return lane
+
+
 def _flights(
-    parts: list[dict[str, Any]], joins: list[dict[str, Any]], ended: Callable[[str], str | None]
-) -> dict[str, Any]:
-    """Time in queue, calls never started, stuck calls: joined on the nodes, merged here."""
+    parts: list[dict[str, Any]], joins: list[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[int, list[int]]]:
+    """Time in queue, calls never started, stuck calls: joined on the nodes, merged here.
+
+    And the submissions whose task ids a report lists (by node, their index there).
+    """
     waits: dict[str, array[float]] = {}
     first: dict[str, int] = {}
     stuck: dict[str, Stuck] = {}
@@ -305,8 +329,11 @@ def _flights(
             first[function] = min(first.get(function, at), at)
         never.extend(answer["never"])
     never.sort(key=lambda row: row["order"])  # the first in the order a report reads them
+    never = never[:MAX_LISTED]
+    kept: dict[int, list[int]] = {}
     for row in never:
-        del row["order"]
+        if row.pop("order") < KEEP_TASK_IDS:
+            kept.setdefault(row["rank"], []).append(row["index"])
     ordered = {name: waits[name] for name in sorted(waits, key=lambda n: first[n])}
     count = sum(answer["never_count"] for answer in joins)
-    return flights(ordered, never[:MAX_LISTED], count, stuck.values(), ended)
+    return {"waits": ordered, "never": never, "count": count, "stuck": stuck.values()}, kept
