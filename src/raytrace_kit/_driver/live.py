@@ -19,6 +19,7 @@ import heapq
 import json
 import select
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
@@ -216,7 +217,7 @@ def tail(
     raw: bool = False,
     interval: float = 0.5,
     out: IO[str] | None = None,
-    duration: float | None = None,
+    until: threading.Event | None = None,
 ) -> None:
     """Print the events of every node as they are written, until Ctrl-C (or ``duration``).
 
@@ -230,15 +231,14 @@ def tail(
         raw: The JSON lines as written.
         interval: Seconds between two looks at the nodes.
         out: Where to print (stdout).
-        duration: Stop after this many seconds.
+        until: Stop once this is set (another thread's say).
     """
     _check(interval)
     out = out or sys.stdout
     reading = readers.Readers()
-    ends = None if duration is None else time.monotonic() + duration
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            while ends is None or time.monotonic() < ends:
+            while until is None or not until.is_set():
                 answers = reading.ask("follow", [(function, status)] * len(reading))
                 for line, event in _in_order(answers):
                     if _matches(event, function, status):
