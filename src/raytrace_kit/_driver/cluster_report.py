@@ -69,6 +69,7 @@ def report(
 
     from raytrace_kit._driver import readers  # noqa: PLC0415
     from raytrace_kit._driver.collect import attach  # noqa: PLC0415
+    from raytrace_kit._output import writer  # noqa: PLC0415
     from raytrace_kit._reports.merge import cluster_report  # noqa: PLC0415
 
     flush_own()  # this driver's submission records: in its file before its node reads it
@@ -77,6 +78,12 @@ def report(
         attach(address)
     try:
         reading = readers.Readers(timeout=timeout)
+        if reading.problems:  # a report of the nodes that answered, the others named
+            writer.warn(
+                f"report(address=...): could not read {len(reading.problems)} node(s): "
+                + "; ".join(reading.problems),
+                stacklevel=2,
+            )
         try:
             return cluster_report(
                 reading.ask, len(reading), since=start, until=end, source=readers.cluster_name()

@@ -47,7 +47,7 @@ class Watch:
 
     def refresh(self) -> TopView:
         flush_own()  # this process's own submission records, if it submitted any
-        states = self.readers.ask("look", [()] * len(self.readers))
+        states = self.readers.ask("look", [()] * len(self.readers), tolerate=True)
         self.view = merge(self.source, states, self.view, self.readers.problems)
         return self.view
 
@@ -239,7 +239,7 @@ def tail(
     try:
         with contextlib.suppress(KeyboardInterrupt):
             while until is None or not until.is_set():
-                answers = reading.ask("follow", [(function, status)] * len(reading))
+                answers = reading.ask("follow", [(function, status)] * len(reading), tolerate=True)
                 for line, event in _in_order(answers):
                     if _matches(event, function, status):
                         out.write(

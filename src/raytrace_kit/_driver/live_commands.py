@@ -8,6 +8,7 @@ cluster named on stderr, token authentication as Ray's own command line) and det
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -79,15 +80,19 @@ def _top(arguments: argparse.Namespace, on_cluster: OnCluster) -> int:
     from raytrace_kit._driver import live  # noqa: PLC0415
 
     def work() -> int:
-        watch = live.Watch()
+        watch = None
         try:
+            watch = live.Watch()
             if arguments.json or arguments.once or not sys.stdout.isatty():
                 view = watch.refresh()
                 print(live.dumps(view) if arguments.json else str(view))
             else:
                 live.terminal(watch, arguments.interval, None)
+        except KeyboardInterrupt:  # Ctrl-C before the view was up: the way out too
+            pass
         finally:
-            watch.close()
+            if watch is not None:
+                watch.close()
         return 0
 
     return int(on_cluster(arguments, work))
@@ -97,7 +102,8 @@ def _tail(arguments: argparse.Namespace, on_cluster: OnCluster) -> int:
     from raytrace_kit._driver import live  # noqa: PLC0415
 
     def work() -> int:
-        live.tail(function=arguments.function, status=arguments.status, raw=arguments.json)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how tail ends
+            live.tail(function=arguments.function, status=arguments.status, raw=arguments.json)
         return 0
 
     return int(on_cluster(arguments, work))

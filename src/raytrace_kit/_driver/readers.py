@@ -258,23 +258,37 @@ class Readers:
     def __len__(self) -> int:
         return len(self.actors)
 
-    def ask(self, method: str, arguments: list[tuple[Any, ...]]) -> list[Any]:
+    def ask(
+        self, method: str, arguments: list[tuple[Any, ...]], *, tolerate: bool = False
+    ) -> list[Any]:
         """Ask every reader ``method`` with its arguments; their answers, in order.
 
+        ``tolerate``: a reader that fails (its node died) is named in :attr:`problems` and
+        left out from then on (a live view goes on with the others).
+
         Raises:
-            ReaderError: A reader failed or did not answer within the timeout.
+            ReaderError: A reader failed or did not answer within the timeout (and not
+                ``tolerate``, or none is left).
         """
         refs = [
             getattr(a, method).remote(*args) for a, args in zip(self.actors, arguments, strict=True)
         ]
-        answers = []
-        for node, ref in zip(self.nodes, refs, strict=True):
+        answers, failed = [], []
+        for index, (node, ref) in enumerate(zip(self.nodes, refs, strict=True)):
             try:
                 answers.append(ray.get(ref, timeout=self.timeout))
             except Exception as exc:
                 why = f"{type(exc).__name__}: {exc}"
-                msg = f"the reader of node {node[:12]} did not answer {method}: {why}"
-                raise ReaderError(msg[:500]) from exc
+                msg = f"the reader of node {node[:12]} did not answer {method}: {why}"[:500]
+                if not tolerate:
+                    raise ReaderError(msg) from exc
+                self.problems.append(msg)
+                failed.append(index)
+        for index in reversed(failed):
+            _kill(self.actors.pop(index))
+            self.nodes.pop(index)
+        if failed and not self.actors:
+            raise ReaderError("; ".join(self.problems[-len(failed) :]))
         if self.measure:
             moved = sum(len(pickle.dumps(a)) for a in answers)
             moved += sum(len(pickle.dumps(args)) for args in arguments)
