@@ -31,11 +31,11 @@ def report(
     address: str | None = None,
     timeout: float = 600.0,
 ) -> Report:
-    """The answers about a run: overview, failures, interrupted calls, time, memory, findings.
+    """The report of a run's files, or (``address``) of a running cluster's, on its nodes.
 
-    It streams over the events once and keeps aggregates, so its work grows as the events
-    do, whatever their shape, and a million events take well under 256 MB
-    (``benchmarks/report.py``).
+    Overview, failures, interrupted calls, time, memory, findings: one pass over the
+    events, keeping aggregates (a million events in well under 256 MB). With ``address`` each node's
+    reader makes that pass over its own files and only the aggregates travel.
 
     Args:
         source: What :func:`raytrace_kit.open_session` takes, or a session.

@@ -8,12 +8,11 @@ into as many parts as there are nodes (:meth:`NodeQueues.split`), part ``j`` goe
 each node joins its part (:func:`join`). The caller gets, per node, each function's waits
 packed (about a byte each) and the first calls never started: what a report of all the
 files computes, in the same order, with the same floats (times are whole microseconds
-here and become the floats ``queues._Clock`` makes).
+here and become the floats ``queues.Clock`` makes).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -27,7 +26,7 @@ from raytrace_kit._reports.packing import (
     unpack_ints,
     unpack_keys,
 )
-from raytrace_kit._reports.queues import MAX_LISTED, Queues
+from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues
 
 __all__ = ["KEEP_TASK_IDS", "NodeQueues", "from_micros", "join", "micros"]
 
@@ -35,31 +34,15 @@ KEEP_TASK_IDS = 4 * MAX_LISTED  # submissions whose task id a report keeps (queu
 _DECODE_SUBMIT = msgspec.json.Decoder(Submission).decode
 
 
-class _Seconds:
-    """Whole seconds of ISO 8601 stamps, parsed once per second (as ``queues._Clock``)."""
-
-    def __init__(self) -> None:
-        self.known: dict[str, int] = {}
-
-    def __call__(self, stamp: str) -> int:
-        whole = stamp[:19]
-        base = self.known.get(whole)
-        if base is None:
-            base = self.known[whole] = int(datetime.fromisoformat(whole + "+00:00").timestamp())
-            if len(self.known) > 100_000:
-                self.known.clear()
-        return base
-
-
-def micros(stamp: str, whole: _Seconds | None = None) -> int:
-    """A stamp as whole microseconds since the epoch, read as ``queues._Clock`` reads it."""
-    base = (whole or _Seconds())(stamp)
+def micros(stamp: str, clock: Clock | None = None) -> int:
+    """A stamp as whole microseconds since the epoch, read as :class:`queues.Clock` reads it."""
+    base = int((clock or Clock())(stamp[:19]))  # its whole second (parsed once a second)
     fraction = stamp[20:26] if stamp[19:20] == "." else "0"
     return base * 1_000_000 + int(fraction)
 
 
 def from_micros(value: int) -> float:
-    """The very float ``queues._Clock`` gives for the stamp of :func:`micros`."""
+    """The very float :class:`queues.Clock` gives for the stamp of :func:`micros`."""
     return float(value // 1_000_000) + (value % 1_000_000) / 1e6
 
 
@@ -68,7 +51,7 @@ class NodeQueues(Queues):
 
     def __init__(self, *, joined: bool) -> None:
         super().__init__(joined=joined)
-        self.whole = _Seconds()
+        self.whole = Clock()
         # key -> (submitted, function, site, task id for the first KEEP_TASK_IDS, index)
         self.records: dict[int, tuple[int, str, str | None, str | None, int]] = {}
         self.first_starts: dict[int, int] = {}

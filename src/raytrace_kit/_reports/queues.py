@@ -24,7 +24,7 @@ import msgspec
 from raytrace_kit._output.schema import Stuck, Submission
 from raytrace_kit._reports.finding import Finding
 
-__all__ = ["MAX_LISTED", "QUEUE_FINDING_S", "Queues", "flights", "has_submissions"]
+__all__ = ["MAX_LISTED", "QUEUE_FINDING_S", "Clock", "Queues", "flights", "has_submissions"]
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
 QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
@@ -33,7 +33,7 @@ _SUBMIT = msgspec.json.Decoder(Submission).decode
 _STUCK = msgspec.json.Decoder(Stuck).decode
 
 
-class _Clock:
+class Clock:
     """ISO 8601 timestamps to seconds, the date and time parsed once per second."""
 
     def __init__(self) -> None:
@@ -74,7 +74,7 @@ class Queues:
 
     def __init__(self, *, joined: bool = True) -> None:
         self.joined = joined
-        self.clock = _Clock()
+        self.clock = Clock()
         self.submitted: dict[int, tuple[float, str, str | None, str | None]] = {}
         self.started: dict[int, float] = {}
         self.stuck: dict[str, Stuck] = {}
