@@ -62,19 +62,28 @@ class _Process:
         error: BaseException | None = None,
         rss: int = 100 * MIB,
         grow: int = 0,
+        actor: str | None = None,
+        stuck: float | None = None,
     ) -> None:
+        kind = "actor_method" if actor else "task"
         members = encode.call_members(
             call_id=call_id,
-            spec_fragment=encode.members({"function": function, "kind": "task"}),
+            spec_fragment=encode.members({"function": function, "kind": kind}),
             mode="ray",
             task_id=task or call_id.ljust(48, "f"),
-            actor_id=None,
+            actor_id=actor,
             identity=self.identity,
             attempt=attempt,
             parent=f"{parent}/{parent.ljust(48, 'e')}" if parent else None,
         )
         start = encode.call_line("call.start", "info", members, encode.memory_members((rss,) * 3))
         self.writer.write(_stamped(start, at))
+        if stuck is not None:  # it ran past its stuck_after: where it was then
+            frame = ("/app/jobs.py", 40, "hang", "lock.acquire()")
+            tail = encode.stuck_members(stuck, 60.0, 1, "MainThread", [frame], None)
+            self.writer.write(
+                _stamped(encode.call_line("call.stuck", "warning", members, tail), at + stuck)
+            )
         if seconds is None:
             return  # its process died during it
         figures = (rss + grow, rss // 2, rss + grow)
@@ -127,6 +136,18 @@ def _write_run(root: Path) -> None:
                      rss=(200 + 16 * k) * MIB, grow=16 * MIB)  # fmt: skip
     # A call without an end on node 2 (its process, long gone, died during it).
     more[2].call("00000000000e0000", "jobs.crash", t0 + 30, None)
+    # A call that reported itself stuck, then ended, on node 1.
+    more[1].call("00000000000f0000", "jobs.hang", t0 + 31, 70.0, stuck=61.0)
+    # One actor on node 2 running its calls back to back while little else runs.
+    actor = _Process(root, 2, 400)
+    for k in range(70):
+        actor.call(f"0000000000a1{k:04x}", "jobs.Store.put", t0 + 110 + 2 * k, 2.0,
+                   actor="a1" * 16)  # fmt: skip
+    # Forty more short-lived processes, a call each: more lanes than a picture draws.
+    for k in range(40):
+        _Process(root, k % 3, 1000 + k).call(
+            f"0000000000b2{k:04x}", "jobs.tiny", t0 + 50 + k, 0.001
+        )
     # The driver's own record (node 0): a long wait on every jobs.work call.
     record = root / f"node-{NODES[0][:12]}" / f"driver-{NODES[0][:12]}-100.jsonl"
     lines = [
@@ -176,6 +197,9 @@ class TestMergedReport:
         ]  # fmt: skip
         assert [n["task_id"] for n in merged.never_started] == [_task(i) for i in range(60, 64)]
         assert merged.queued[0]["count"] == 60
+        assert merged.stuck[0]["where"] == "/app/jobs.py:40"
+        assert merged.charts["lanes_not_drawn"] > 0
+        assert "One actor serializes the work: jobs.Store (a1a1a1a1a1a1)" in titles
 
     def test_a_window_merges_the_same(self, tmp_path: Path) -> None:
         _write_run(tmp_path)
