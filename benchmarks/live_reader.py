@@ -10,7 +10,7 @@ reader do, and its CPU time (``time.process_time``) per second of wall time is i
 - ``actor``: the real thing: a reader actor on a local Ray node, asked ``look()`` once a
   second through Ray, its own figure (``cpu_share``: CPU over wall time since its last
   look), Ray's handling of the call included;
-- ``idle``: the reader with nothing written (the floor).
+- ``idle`` and ``idle actor``: both with nothing written (the floors).
 
 The target (issue 23): at most 5 % of one core.
 
@@ -64,8 +64,8 @@ def reading(directory: Path, seconds: float) -> list[float]:
     ends = time.monotonic() + seconds
     while time.monotonic() < ends:
         cpu, wall = time.process_time(), time.monotonic()
-        for _, lines in cursor.read():
-            live.take(lines)
+        for name, lines in cursor.read():
+            live.take(lines, name)
         live.reap()
         live.snapshot()
         time.sleep(max(0.0, 1.0 - (time.monotonic() - wall)))
@@ -89,12 +89,12 @@ def through_ray(seconds: float) -> list[float]:
     return shares
 
 
-LABELS = ("idle", "reader", "actor")
+LABELS = ("idle", "reader", "idle actor", "actor")
 
 
 def _line(label: str, shares: list[float]) -> str:
     return (
-        f"  {label:<8} median {statistics.median(shares):6.2%} of a core, max {max(shares):6.2%}"
+        f"  {label:<10} median {statistics.median(shares):6.2%} of a core, max {max(shares):6.2%}"
         f" ({len(shares)} refreshes)"
     )
 
@@ -104,10 +104,11 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000, help="events per second written")
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
-    directories = {label: Path(tempfile.mkdtemp(prefix=f"live-{label}-")) for label in LABELS}
-    os.environ["RAYTRACE_LOG_DIR"] = str(directories["actor"])  # the local node's reader's
+    directories = {label: Path(tempfile.mkdtemp(prefix="live-reader-")) for label in LABELS}
+    directories["idle actor"] = directories["actor"]  # the local node's reader reads there
+    os.environ["RAYTRACE_LOG_DIR"] = str(directories["actor"])
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
-    results = {"idle": reading(directories["idle"], 5)}
+    results = {"idle": reading(directories["idle"], 5), "idle actor": through_ray(6)}
     for label in ("actor", "reader"):
         ready = multiprocessing.Event()
         writer = multiprocessing.Process(

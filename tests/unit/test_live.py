@@ -20,8 +20,8 @@ NODE_A, NODE_B = "aa" * 28, "bb" * 28
 
 
 def _look(tally: LiveTally, cursor: Cursor) -> dict[str, object]:
-    for _, lines in cursor.read():
-        tally.take(lines)
+    for name, lines in cursor.read():
+        tally.take(lines, name)
     return {**tally.snapshot(now=KNOWN_START + 100), "node_id": "n", "behind": cursor.behind}
 
 
@@ -118,7 +118,7 @@ class TestMergedView:
         assert 0.9 < row["p50_s"] < 1.1
         (failure,) = view.failures
         assert failure["error"] == "ValueError: bad shard 4"  # the error's first line
-        assert failure["node_id"] == NODE_B
+        assert failure["node_id"] == NODE_B[:12]  # as its file names it
         # Beyond max(5 x median, median + 1 s): the one still running 93 s, the 20 s one.
         assert [(s["state"], s["running_s"]) for s in view.stragglers] == [
             ("running", 93.0), ("finished", 20.0),

@@ -105,8 +105,8 @@ class NodeReader:
             self.live, self.cursor = LiveTally(), Cursor(self.root)
         assert self.cursor is not None  # noqa: S101 -- made with live
         live = self.live
-        for _, lines in self.cursor.read():
-            live.take(lines)
+        for name, lines in self.cursor.read():
+            live.take(lines, name)
         live.reap()
         state = live.snapshot()
         live.forget_processes(_stamp_before(_FORGET_S))

@@ -106,7 +106,10 @@ class Cursor:
 
 
 class LiveEvent(msgspec.Struct, gc=False):
-    """What a live view reads of a ``call.start`` or ``call.end`` (the rest is skipped)."""
+    """What a live view reads of a ``call.start`` or ``call.end`` (the rest is skipped).
+
+    The node and the process are those of the file the line is in (its name says them).
+    """
 
     timestamp: str = ""
     function: str = ""
@@ -115,8 +118,6 @@ class LiveEvent(msgspec.Struct, gc=False):
     status: str | None = None
     duration_s: float | None = None
     attempt: int | None = None
-    node_id: str | None = None
-    pid: int | None = None
     rss_bytes: int | None = None
     error_type: str | None = None
     error: str | None = None
@@ -138,16 +139,13 @@ _FUNCTION = b'"function":"'
 _BAD = (msgspec.DecodeError, msgspec.ValidationError)
 
 
-def _kind(line: bytes) -> bytes:
-    """A call event's kind (``end``, ``start``, ``submit``...), from its first bytes.
+_FILE = re.compile(r"^events-(?P<node>[^-]+)-(?P<pid>\d+)(?:\.\d+)?\.jsonl$")
 
-    The kit writes ``"event"`` third; another writer's spacing or order reads as
-    ``b""`` (not a call event the view counts).
-    """
-    at = line.find(b'"event":"call.', 0, 120)
-    if at < 0:
-        return b""
-    return line[at + 14 : line.find(b'"', at + 14, at + 30)]
+
+def _writer(name: str) -> tuple[str | None, int | None]:
+    """The node (its id's first 12 characters) and pid an event file's name says."""
+    found = _FILE.match(name)
+    return (found["node"], int(found["pid"])) if found else (None, None)
 
 
 def _submitted(line: bytes) -> str | None:
@@ -207,51 +205,61 @@ class LiveTally:
             found = self.functions[name] = _Function()
         return found
 
-    def take(self, lines: list[bytes]) -> None:  # noqa: PLR0912 -- the hot loop
-        """Take in one file's new lines, in order (a line cut short is skipped)."""
+    def take(self, lines: list[bytes], name: str = "") -> None:  # noqa: PLR0912, PLR0915 -- hot loop
+        """Take in the new lines of the event file ``name``, in order.
+
+        A line cut short is skipped; lines the kit did not write as call events (another
+        writer's spacing, a user's event) count as events and nothing else.
+        """
         self.events += len(lines)
-        running, processes, aggregate_of = self.running, self.processes, self._aggregate
+        node, pid = _writer(name)
+        running, processes, functions = self.running, self.processes, self.functions
         for line in lines:
-            kind = _kind(line)
-            if kind == b"end":
+            at = line.find(b'"event":"call.', 0, 120) + 14
+            if at == 13:
+                continue
+            kind = line[at : at + 4]
+            if kind == b'end"':
                 try:
                     event = _EVENT(line)
                 except _BAD:
                     continue
                 entry = running.pop(event.call_id, None)
-                aggregate = aggregate_of(event.function)
+                aggregate = functions.get(event.function) or self._aggregate(event.function)
                 if event.status == "error":
                     aggregate.failed += 1
-                    self.failures.append(_failure(event))
+                    self.failures.append(_failure(event, node, pid))
                 else:
                     aggregate.done += 1
-                if event.pid is not None and event.rss_bytes is not None:
-                    processes[event.pid] = (event.rss_bytes, event.timestamp, event.node_id)
+                if event.rss_bytes is not None:
+                    processes[pid] = (event.rss_bytes, event.timestamp, node)
                 duration = event.duration_s
                 if duration is not None:
                     k = bin_value(duration)
-                    aggregate.bins[k] = aggregate.bins.get(k, 0) + 1
+                    bins = aggregate.bins
+                    bins[k] = bins.get(k, 0) + 1
                     slowest = aggregate.slowest
                     if len(slowest) < SLOWEST or duration > slowest[0][0]:
-                        _keep_slowest(slowest, event, duration, entry)
-            elif kind == b"start":
+                        _keep_slowest(slowest, event, duration, entry, node, pid)
+            elif kind == b"star":
                 try:
                     event = _EVENT(line)
                 except _BAD:
                     continue
                 if not event.attempt:
-                    aggregate_of(event.function).started += 1
+                    aggregate = functions.get(event.function) or self._aggregate(event.function)
+                    aggregate.started += 1
                 running[event.call_id] = [
-                    event.function, event.timestamp, event.node_id, event.pid, event.task_id,
+                    event.function, event.timestamp, node, pid, event.task_id,
                     event.attempt or 0, None,
                 ]  # fmt: skip
-                if event.pid not in processes and event.rss_bytes is not None:
-                    processes[event.pid] = (event.rss_bytes, event.timestamp, event.node_id)
-            elif kind == b"submit":
+                if pid not in processes and event.rss_bytes is not None:
+                    processes[pid] = (event.rss_bytes, event.timestamp, node)
+            elif kind == b"subm":
                 function = _submitted(line)
                 if function is not None:
-                    aggregate_of(function).submitted += 1
-            elif kind == b"stuck":
+                    self._aggregate(function).submitted += 1
+            elif kind == b"stuc":
                 try:
                     stuck = _STUCK(line)
                 except _BAD:
@@ -340,16 +348,18 @@ def _epoch(stamp: str) -> float:
         return time.time()
 
 
-def _keep_slowest(
+def _keep_slowest(  # noqa: PLR0917 -- its one caller's
     slowest: list[tuple[float, str, dict[str, Any]]],
     event: LiveEvent,
     duration: float,
     entry: list[Any] | None,
+    node: str | None,
+    pid: int | None,
 ) -> None:
     """Keep a finished call among its function's :data:`SLOWEST` slowest."""
     call = {
         "function": event.function, "call_id": event.call_id, "task_id": event.task_id,
-        "node_id": event.node_id, "pid": event.pid, "running_s": duration,
+        "node_id": node, "pid": pid, "running_s": duration,
         "ended": event.timestamp, "state": "finished", "where": entry[6] if entry else None,
     }  # fmt: skip
     if len(slowest) < SLOWEST:
@@ -358,11 +368,11 @@ def _keep_slowest(
         heapq.heappushpop(slowest, (duration, event.call_id, call))
 
 
-def _failure(event: LiveEvent) -> dict[str, Any]:
+def _failure(event: LiveEvent, node: str | None, pid: int | None) -> dict[str, Any]:
     line = f"{event.error_type or '?'}: {event.error or ''}".split("\n")[0]
     return {
         "function": event.function, "call_id": event.call_id, "task_id": event.task_id,
-        "node_id": event.node_id, "pid": event.pid, "ended": event.timestamp,
+        "node_id": node, "pid": pid, "ended": event.timestamp,
         "error": line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "...",
     }  # fmt: skip
 
