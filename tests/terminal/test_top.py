@@ -5,7 +5,8 @@ runs a steady stream of calls on every node; ``raytrace-kit top --address ...`` 
 tmux pane, and the test reads the pane as a person reads the screen: the functions are
 there and their counts rise, a call that fails shows with its error, a call that runs far
 longer than its function's median is named as a straggler, and ``q`` ends it with the
-terminal as it was (the screen from before, the shell's line editing back).
+terminal as it was (the screen from before, the shell's line editing back); so does
+Ctrl-C.
 """
 
 from __future__ import annotations
@@ -141,12 +142,31 @@ def test_top_in_a_terminal_beside_a_running_job(cluster: Cluster, job: None) -> 
         helpers.wait_until(lambda: "Functions" not in tmux.screen(), "top gone from the screen")
         assert "before-top" in tmux.screen()  # the alternate screen left: what was there
         tmux.type("stty -a | grep -o -- '-\\?icanon' && echo after-top")
-        helpers.wait_until(lambda: "after-top" in tmux.screen(), "the shell answering again")
+        helpers.wait_until(lambda: _said(tmux.screen(), "after-top"), "the shell answering again")
         modes = [line for line in tmux.screen().splitlines() if line.endswith("icanon")]
         assert modes[-1] == modes[0] == "icanon"  # canonical mode again, as before
+
+        # Ctrl-C ends it as cleanly, and says nothing of an interrupt.
+        tmux.type("clear; echo again-top")
+        tmux.type(f"{sys.executable} -m raytrace_kit top --address {cluster.address}")
+        helpers.wait_until(lambda: _row(tmux.screen(), WORK), "top shown again")
+        tmux.run("send-keys", "-t", "main", "C-c")
+        helpers.wait_until(lambda: "again-top" in tmux.screen(), "top gone after Ctrl-C")
+        tmux.type("echo status=$? && stty -a | grep -o -- '-\\?icanon' && echo after-ctrl-c")
+        helpers.wait_until(lambda: _said(tmux.screen(), "after-ctrl-c"), "the shell after Ctrl-C")
+        screen = tmux.screen()
+        assert _said(screen, "status=0")
+        assert "Traceback" not in screen
+        assert "KeyboardInterrupt" not in screen
+        assert [line for line in screen.splitlines() if line.endswith("icanon")][-1] == "icanon"
         ray.cancel(long, force=True)
     finally:
         tmux.close()
+
+
+def _said(screen: str, line: str) -> bool:
+    """Whether ``line`` is a whole line of the screen (output, not the command typed)."""
+    return line in [text.strip() for text in screen.splitlines()]
 
 
 def _straggler(screen: str) -> bool:
