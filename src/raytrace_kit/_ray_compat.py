@@ -36,6 +36,7 @@ __all__ = [
     "actor_method_submit",
     "actor_subclass",
     "attribute_owner",
+    "before_actor_methods",
     "check_function_size",
     "connection_key",
     "current_actor_id",
@@ -54,6 +55,7 @@ __all__ = [
     "ray_remote",
     "ray_worker",
     "remote_name",
+    "unpatch",
 ]
 
 # Ray's pickler, subclassed by local mode to keep in-process objects as themselves.
@@ -309,6 +311,43 @@ def patch(key: str, owner: Any, attribute: str, ours: Callable[..., Any]) -> Non
     """Put ``ours`` in place of ``owner.attribute``; :func:`unpatch_all` puts Ray's back."""
     _PATCHES[key] = (owner, attribute, getattr(owner, attribute), ours)
     setattr(owner, attribute, ours)
+
+
+def unpatch(key: str) -> None:
+    """Put back what the kit's patch named ``key`` replaced (if it is still in place)."""
+    entry = _PATCHES.pop(key, None)
+    if entry is not None:
+        owner, attribute, original, ours = entry
+        if getattr(owner, attribute, None) is ours:
+            setattr(owner, attribute, original)
+
+
+def before_actor_methods(hook: Callable[[], None]) -> None:
+    """Have each actor method call run ``hook()`` first, in the thread that runs the method.
+
+    Reads ``ray._private.function_manager.FunctionActorManager._make_actor_method_executor``:
+    Ray builds each actor method's executor there, and the executor is what runs in the
+    method's thread (a threaded actor's calls run on threads of Ray's C++ core, where no
+    public hook of Ray's or Python's runs code). Ray reads the executor's ``name`` and
+    ``method`` attributes, which the wrapper keeps.
+    """
+    import ray._private.function_manager  # noqa: PLC0415 -- in a worker, on first use
+
+    manager = ray._private.function_manager.FunctionActorManager
+    make = manager._make_actor_method_executor
+
+    def make_executor(self: Any, method_name: str, method: Callable[..., Any]) -> Any:
+        executor = make(self, method_name, method)
+
+        def actor_method_executor(*args: Any, **kwargs: Any) -> Any:
+            hook()
+            return executor(*args, **kwargs)
+
+        actor_method_executor.name = executor.name  # type: ignore[attr-defined]
+        actor_method_executor.method = executor.method  # type: ignore[attr-defined]
+        return actor_method_executor
+
+    patch("coverage.actor_methods", manager, "_make_actor_method_executor", make_executor)
 
 
 def _unpatch_all() -> None:
