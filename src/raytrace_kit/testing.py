@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -111,7 +111,8 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             config.stash[_COVERAGE] = coverage.start_run()
         except CoverageError as exc:
-            raise pytest.UsageError(f"--ray-cov: {exc}") from exc
+            msg = f"--ray-cov: {exc}"
+            raise pytest.UsageError(msg) from exc
 
 
 _STARTED = pytest.StashKey[datetime]()
@@ -119,7 +120,7 @@ _COVERAGE = pytest.StashKey[Any]()
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)
-def pytest_runtestloop(session: pytest.Session) -> Iterator[object]:
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
     """With ``--ray-cov``: the workers save before pytest-cov combines (it wraps outside)."""
     try:
         return (yield)

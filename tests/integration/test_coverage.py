@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,9 @@ def _project(tmp_path: Path) -> Path:
         if item.name == "__pycache__":
             continue
         if item.is_dir():
-            shutil.copytree(item, tmp_path / item.name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                item, tmp_path / item.name, ignore=shutil.ignore_patterns("__pycache__")
+            )
         else:
             shutil.copy(item, tmp_path / item.name)
     return tmp_path
@@ -37,13 +38,17 @@ def _project(tmp_path: Path) -> Path:
 def _environment(**extra: str) -> dict[str, str]:
     """This environment without any coverage settings of an outer run (ours included)."""
     env = {
-        k: v for k, v in os.environ.items() if k not in {"COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START"}
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START"}
     }
     env.update(extra)
     return env
 
 
-def _run(cwd: Path, *arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    cwd: Path, *arguments: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``python ARGUMENTS`` in ``cwd``, as a user runs it."""
     return subprocess.run(
         [sys.executable, *arguments],
@@ -56,7 +61,9 @@ def _run(cwd: Path, *arguments: str, env: dict[str, str] | None = None) -> subpr
     )
 
 
-def _pytest(cwd: Path, *arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _pytest(
+    cwd: Path, *arguments: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return _run(cwd, "-m", "pytest", "-p", "no:cacheprovider", "-q", *arguments, env=env)
 
 
@@ -70,7 +77,9 @@ def _measured(data_file: Path, source: Path) -> tuple[set[int], set[tuple[int, i
 def _body_lines(source: Path, function: str) -> set[int]:
     """The line numbers of the body of ``def function`` in ``source`` (no signature)."""
     lines = source.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if re.match(rf"\s*(async )?def {function}\(", line))
+    start = next(
+        i for i, line in enumerate(lines) if re.match(rf"\s*(async )?def {function}\(", line)
+    )
     indent = len(lines[start]) - len(lines[start].lstrip())
     body = set()
     for number, line in enumerate(lines[start + 1 :], start=start + 2):
@@ -116,14 +125,24 @@ class TestPytestRayCov:
         assert local_arcs - ray_arcs == leaving
         assert ray_arcs <= local_arcs
         # Code that only a worker ran: each kind of call, the killed actor's, the ended task's.
-        for function in ("classify", "squares", "on_second_node", "add", "note", "touch", "pause_then_exit"):
+        for function in (
+            "classify",
+            "squares",
+            "on_second_node",
+            "add",
+            "note",
+            "touch",
+            "pause_then_exit",
+        ):
             assert _body_lines(work, function) & ray_lines, function
         # pytest-cov's own reports show them.
         row = next(line for line in remote.stdout.splitlines() if line.startswith("sample/work.py"))
         assert row.split()[2] == "1", row  # one statement missed, as in process: x > 100
         page = next((project / "htmlcov").glob("*work_py.html")).read_text()
         for number in _body_lines(work, "note"):  # a threaded actor's method
-            assert re.search(rf'<p class="[^"]*\brun\b[^"]*"><span class="n"><a id="t{number}"', page), number
+            assert re.search(
+                rf'<p class="[^"]*\brun\b[^"]*"><span class="n"><a id="t{number}"', page
+            ), number
         assert "Ray worker processes measured" in remote.stdout
 
     def test_without_ray_cov_nothing_changes(self, tmp_path: Path) -> None:

@@ -73,7 +73,9 @@ def _absolute_patterns(patterns: list[str] | None) -> list[str] | None:
     """File patterns as coverage reads them in the driver's directory, for any directory."""
     if patterns is None:
         return None
-    return [p if p.startswith(("*", "?")) or os.path.isabs(p) else os.path.abspath(p) for p in patterns]
+    return [
+        p if p.startswith(("*", "?")) or os.path.isabs(p) else os.path.abspath(p) for p in patterns
+    ]
 
 
 class CoverageRun:
@@ -305,8 +307,6 @@ def coverage(
         if ours is not None:
             ours.stop()
             ours.save()
-            combined = module.Coverage(
-                data_file=os.fspath(run.data_file), config_file=config_file
-            )
+            combined = module.Coverage(data_file=os.fspath(run.data_file), config_file=config_file)
             combined.combine()
             combined.save()

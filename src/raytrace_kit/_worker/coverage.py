@@ -37,8 +37,8 @@ from raytrace_kit import _registry
 
 __all__ = [
     "PLUGIN",
-    "active_run",
     "ack_path",
+    "active_run",
     "coverage_init",
     "read_acks",
     "request_flush",
@@ -92,7 +92,7 @@ def coverage_init(reg: Any, options: dict[str, str]) -> None:
     )
     state.saver.start()
     _when_imported("ray", _trace_actor_threads)
-    os._exit = _exit_after_saving  # type: ignore[assignment]  # noqa: SLF001 -- see _exit_after_saving
+    os._exit = _exit_after_saving  # type: ignore[assignment]
 
 
 def active_run() -> str | None:

@@ -6,11 +6,10 @@ import asyncio
 import os
 
 import pytest
-
 from sample import work
 
 
-class Exited(Exception):
+class ExitedError(Exception):
     pass
 
 
@@ -28,8 +27,8 @@ def test_the_same_calls_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [doomed.touch(2), doomed.touch(0)] == [4, -1]
 
     def exit_here(status: int) -> None:
-        raise Exited(status)
+        raise ExitedError(status)
 
     monkeypatch.setattr(os, "_exit", exit_here)
-    with pytest.raises(Exited):
+    with pytest.raises(ExitedError):
         work.pause_then_exit(1.0)

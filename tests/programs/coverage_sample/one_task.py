@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ray
-
 from sample import work
 
 

@@ -11,7 +11,6 @@ import pytest
 import ray
 from coverage import CoverageData
 from ray.cluster_utils import Cluster
-
 from sample import work
 
 WORK = os.path.abspath(work.__file__)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 
 import ray
+from sample import work
 
 import raytrace_kit
-from sample import work
 
 if __name__ == "__main__":
     address = sys.argv[1] if len(sys.argv) > 1 else None

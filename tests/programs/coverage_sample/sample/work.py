@@ -37,8 +37,7 @@ def pause_then_exit(seconds: float) -> None:
 
 class Counter:
     def __init__(self, start: int) -> None:
-        if start < 0:
-            start = 0
+        start = max(start, 0)
         self.total = start
 
     def add(self, n: int) -> int:
