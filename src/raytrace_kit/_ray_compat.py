@@ -55,7 +55,6 @@ __all__ = [
     "ray_remote",
     "ray_worker",
     "remote_name",
-    "unpatch",
 ]
 
 # Ray's pickler, subclassed by local mode to keep in-process objects as themselves.
@@ -311,15 +310,6 @@ def patch(key: str, owner: Any, attribute: str, ours: Callable[..., Any]) -> Non
     """Put ``ours`` in place of ``owner.attribute``; :func:`unpatch_all` puts Ray's back."""
     _PATCHES[key] = (owner, attribute, getattr(owner, attribute), ours)
     setattr(owner, attribute, ours)
-
-
-def unpatch(key: str) -> None:
-    """Put back what the kit's patch named ``key`` replaced (if it is still in place)."""
-    entry = _PATCHES.pop(key, None)
-    if entry is not None:
-        owner, attribute, original, ours = entry
-        if getattr(owner, attribute, None) is ours:
-            setattr(owner, attribute, original)
 
 
 def before_actor_methods(hook: Callable[[], None]) -> None:

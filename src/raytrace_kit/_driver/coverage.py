@@ -104,6 +104,7 @@ class CoverageRun:
         self.data_file = Path(config.data_file)
         self.setting = config.serialize()
         self.started = False
+        self.replaced: list[tuple[Any, str, Any, Any]] = []  # (owner, name, Ray's, ours)
         self.workers = 0  # processes measured, counted when the run stops
 
     # -- the hooks -------------------------------------------------------------------
@@ -135,12 +136,16 @@ class CoverageRun:
             run.flush()
             return remove_node(self, *args, **kwargs)
 
-        _ray_compat.patch(f"coverage.init#{run.run}", ray, "init", coverage_init)
-        _ray_compat.patch(f"coverage.shutdown#{run.run}", ray, "shutdown", coverage_shutdown)
-        _ray_compat.patch(f"coverage.add_node#{run.run}", cluster, "add_node", coverage_add_node)
-        _ray_compat.patch(
-            f"coverage.remove_node#{run.run}", cluster, "remove_node", coverage_remove_node
-        )
+        # Set directly, not through _ray_compat.patch: a run lasts the whole test session,
+        # and testing.reset() (between tests) must leave it in place.
+        self.replaced = [
+            (ray, "init", init, coverage_init),
+            (ray, "shutdown", shutdown, coverage_shutdown),
+            (cluster, "add_node", add_node, coverage_add_node),
+            (cluster, "remove_node", remove_node, coverage_remove_node),
+        ]
+        for owner, name, _, ours in self.replaced:
+            setattr(owner, name, ours)
         self.started = True
 
     def stop(self) -> None:
@@ -150,10 +155,9 @@ class CoverageRun:
         self.started = False
         self.flush()
         self.workers = len(worker_coverage.read_acks(self.rendezvous))
-        _ray_compat.unpatch(f"coverage.init#{self.run}")
-        _ray_compat.unpatch(f"coverage.shutdown#{self.run}")
-        _ray_compat.unpatch(f"coverage.add_node#{self.run}")
-        _ray_compat.unpatch(f"coverage.remove_node#{self.run}")
+        for owner, name, original, ours in reversed(self.replaced):
+            if getattr(owner, name) is ours:  # else another hook stacked on ours: leave it
+                setattr(owner, name, original)
         shutil.rmtree(self.rendezvous, ignore_errors=True)
 
     @contextlib.contextmanager
