@@ -187,13 +187,14 @@ class CoverageRun:
         host = socket.gethostname()
         end = time.monotonic() + deadline
         while True:
+            acks = worker_coverage.read_acks(self.rendezvous)
             waiting = [
                 pid
-                for (where, pid), answered in worker_coverage.read_acks(self.rendezvous).items()
+                for (where, pid), answered in acks.items()
                 if where == host and answered < number and _alive(pid)
             ]
             if not waiting or time.monotonic() > end:
-                return len(worker_coverage.read_acks(self.rendezvous)) - len(waiting)
+                return sum(answered >= number for answered in acks.values())
             time.sleep(0.02)
 
     def check_workers(self, shutdown: Any) -> None:

@@ -57,7 +57,7 @@ def test_actors(cluster: Cluster) -> None:
     counter = ray.remote(work.Counter).remote(-5)
     assert ray.get([counter.add.remote(3), counter.add.remote(30)]) == [3, 13]
     asynchronous = ray.remote(work.AsyncCounter).remote()
-    assert ray.get([asynchronous.add.remote(3), asynchronous.add.remote(4)]) == [3, 3]
+    assert [ray.get(asynchronous.add.remote(n)) for n in (3, 4)] == [3, 3]
     threaded = ray.remote(max_concurrency=4)(work.Threaded).remote()
     assert sorted(ray.get([threaded.note.remote(n) for n in (1, 1)])) == [0, 1]
 
