@@ -22,9 +22,11 @@ def tests(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     # coverage run, not pytest-cov: the kit is a pytest plugin, imported before pytest-cov
     # would start. --ray-cov measures the code the kit runs in Ray's workers (_worker/).
+    # The pytest script itself, not -m pytest: __main__ stays a script, as tests expect.
+    pytest = str(Path(session.bin) / "pytest")
     session.run("coverage", "erase")
     try:
-        session.run("coverage", "run", "-p", "-m", "pytest", "--ray-cov", *session.posargs)
+        session.run("coverage", "run", "-p", pytest, "--ray-cov", *session.posargs)
     finally:
         session.run("coverage", "combine", "-q")
         session.run("coverage", "report")
