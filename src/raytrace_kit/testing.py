@@ -155,7 +155,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     run = config.stash.get(_COVERAGE, None)
     if run is not None:
         terminalreporter.write_line(
-            f"raytrace_kit --ray-cov: {run.workers} Ray worker processes measured, "
+            f"raytrace_kit --ray-cov: {run.workers} of Ray's processes measured, "
             f"their data files beside {run.data_file}"
         )
     if config.getoption("no_raytrace_summary") or "raytrace_kit._driver.proxy" not in sys.modules:

@@ -143,7 +143,12 @@ class TestPytestRayCov:
             assert re.search(
                 rf'<p class="[^"]*\brun\b[^"]*"><span class="n"><a id="t{number}"', page
             ), number
-        assert "Ray worker processes measured" in remote.stdout
+        said = re.search(
+            r"--ray-cov: (\d+) of Ray's processes measured, .* beside (\S+)", remote.stdout
+        )
+        assert said is not None, remote.stdout
+        assert int(said[1]) >= 3  # a worker on each node at least, and the actors'
+        assert said[2] == str(project / ".coverage")  # where pytest-cov combines from
 
     def test_without_ray_cov_nothing_changes(self, tmp_path: Path) -> None:
         project = _project(tmp_path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import glob
 import os
 import time
@@ -76,7 +75,3 @@ def test_task_that_ends_its_worker_keeps_its_lines(cluster: Cluster) -> None:
     ends = ray.remote(max_retries=0)(work.pause_then_exit)
     with pytest.raises(ray.exceptions.WorkerCrashedError):
         ray.get(ends.remote(1.0))
-
-
-def test_asyncio_runs_here_too() -> None:
-    assert asyncio.run(asyncio.sleep(0, result=1)) == 1
