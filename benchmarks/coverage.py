@@ -40,7 +40,7 @@ from sample import work
 
 
 def test_tasks():
-    ray.init(num_cpus=2)
+    ray.init(address="local", num_cpus=2)
     try:
         classify = ray.remote(work.classify)
         ray.get([classify.remote(n) for n in range(8)])  # both workers started

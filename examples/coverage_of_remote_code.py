@@ -45,7 +45,7 @@ def main() -> None:
         data_file = os.path.join(folder, ".coverage")
         # config_file=False: this example's own settings, not the project's it runs in.
         with raytrace_kit.coverage(data_file=data_file, config_file=False):
-            ray.init(num_cpus=2)
+            ray.init(address="local", num_cpus=2)
             marks = ray.get([grade.remote(score) for score in (95, 60)])
             tally = Tally.remote()
             for mark in marks:

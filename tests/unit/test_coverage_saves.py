@@ -7,10 +7,13 @@ import socket
 import subprocess
 import sys
 import threading
+import traceback
 from pathlib import Path
 
 import coverage
 import pytest
+import ray
+import ray._private.function_manager as manager
 
 from raytrace_kit._driver import coverage as driver_coverage
 from raytrace_kit._worker import coverage as worker_coverage
@@ -84,3 +87,30 @@ class TestSettings:
         options = config.plugin_options[worker_coverage.PLUGIN]
         assert options["run"] == run.run
         assert Path(options["rendezvous"]) == run.rendezvous
+
+
+class TestActorMethodExecutor:
+    """In workers, Ray's actor method executor is the kit's: it must read as Ray's own."""
+
+    def test_an_error_in_a_method_reads_exactly_as_through_rays_executor(self) -> None:
+        class Parser:
+            def parse(self, text: str) -> int:
+                return int(text)
+
+        def text_of(executor: object) -> list[str]:
+            try:
+                executor(Parser(), "x")  # type: ignore[operator]
+            except ValueError:
+                lines = traceback.format_exc().splitlines()
+            first = next(i for i, line in enumerate(lines) if "function_manager.py" in line)
+            return lines[first:]
+
+        make = manager.FunctionActorManager._make_actor_method_executor
+        rays = make(None, "parse", Parser.parse)
+        worker_coverage._trace_actor_threads(ray)  # as in a worker, once Ray is imported
+        assert manager.FunctionActorManager._make_actor_method_executor is not make
+        ours = manager.FunctionActorManager._make_actor_method_executor(None, "parse", Parser.parse)
+        assert ours.__code__ is not rays.__code__
+        assert (ours.name, ours.method) == ("parse", Parser.parse)
+        assert text_of(ours) == text_of(rays)
+        assert any("int(text)" in line for line in text_of(ours))

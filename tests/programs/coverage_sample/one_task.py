@@ -7,7 +7,7 @@ from sample import work
 
 
 def test_one_task() -> None:
-    ray.init(num_cpus=1)
+    ray.init(address="local", num_cpus=1)
     try:
         assert ray.get(ray.remote(work.classify).remote(-3)) == "negative"
     finally:

@@ -16,7 +16,7 @@ if __name__ == "__main__":
     address = sys.argv[1] if len(sys.argv) > 1 else None
     try:
         with raytrace_kit.coverage(data_file="script.coverage") as data_file:
-            ray.init(address=address, num_cpus=None if address else 1)
+            ray.init(address=address or "local", num_cpus=None if address else 1)
             print(ray.get(ray.remote(work.Counter).remote(-1).add.remote(12)))
             ray.shutdown()
     except raytrace_kit.CoverageError as exc:
