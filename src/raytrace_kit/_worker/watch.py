@@ -134,8 +134,9 @@ def _run(fifo: tuple[int, Path] | None, wake_read: int) -> None:
         if fifo is not None and fifo[0] in ready:
             pending = _answer_requests(fifo, pending)
         if flush_at is not None and now >= flush_at:
-            submissions.flush()
             flush_at = None
+            with contextlib.suppress(Exception):  # a warning made an error: never ends us
+                submissions.flush()
         if now >= next_watch:
             with contextlib.suppress(Exception):  # never ends the thread
                 report_stuck()
