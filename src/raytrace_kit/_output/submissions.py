@@ -168,8 +168,9 @@ def flush() -> None:
 
 
 def _flush_quietly() -> None:
-    """:func:`flush` at exit or at a reset, where a warning turned into an error has no one
-    to reach (it was said, or is, where the files are written).
+    """:func:`flush` at exit or at a reset, where an error would reach no one.
+
+    A warning turned into an error (``-W error::RaytraceKitWarning``) has no caller here.
     """
     with contextlib.suppress(Exception):
         flush()
