@@ -62,7 +62,8 @@ def browser(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Run every script in examples/ to completion, non-interactively."""
-    session.install("-e", ".[notebook]", "pytest>=8")  # notebook_tour.py, pytest_plugin.py
+    # notebook_tour.py, pytest_plugin.py, otel_export.py
+    session.install("-e", ".[notebook,otel]", "pytest>=8")
     scripts = sorted((HERE / "examples").glob("*.py"))
     if not scripts:
         session.error("no scripts in examples/")

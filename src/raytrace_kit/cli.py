@@ -8,6 +8,8 @@ Subcommands:
     timeline [SOURCE]   write a Chrome trace / Perfetto file of the calls
     explain [SOURCE]    what a Ray error (on stdin, or --task ID) means, and what to do
     collect             copy every node's files from a running cluster to here
+    export otlp|otlp-json [SOURCE]
+                        send the calls as OpenTelemetry spans to an endpoint, or a file
     sessions            the Ray sessions on this machine that hold kit records
 
 ``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the newest Ray
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit._driver import launch
+from raytrace_kit._reports.otel import command as otel_command
 
 __all__ = ["main"]
 
@@ -98,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     collect.add_argument("-o", "--output", type=Path, help="destination directory")
     collect.add_argument("--no-profiles", action="store_true", help="leave profile captures")
+
+    otel_command.add_command(commands, [quiet])
 
     listed = add("sessions", help="the sessions on this machine that hold kit records")
     listed.add_argument("--json", action="store_true", help="print them as JSON")
@@ -270,6 +275,10 @@ def _attached(how: str) -> str:
     return header.cluster_line(context.gcs_address, session_dir, alive, how, summary)
 
 
+def _export(arguments: argparse.Namespace) -> int:
+    return otel_command.run(arguments, _session(arguments))
+
+
 def _sessions(arguments: argparse.Namespace) -> int:
     from raytrace_kit._reports import header  # noqa: PLC0415
     from raytrace_kit._reports.sessions import sessions  # noqa: PLC0415
@@ -289,6 +298,7 @@ _COMMANDS = {
     "timeline": _timeline,
     "explain": _explain,
     "collect": _collect,
+    "export": _export,
     "sessions": _sessions,
 }
 

@@ -179,6 +179,11 @@ class Session:
                 index.setdefault(made.parent_call_id, []).append(made)
         return list(index.get(call if isinstance(call, str) else call.call_id, ()))
 
+    @property
+    def directory(self) -> Path:
+        """Where its event files are looked for (for a file, its directory)."""
+        return self._search if self._search.is_dir() else self._search.parent
+
     def driver_files(self) -> list[Path]:
         """The drivers' own records (``driver-*.jsonl``: ``instrument()``, ``raytrace-kit run``)."""
         if not self._search.is_dir():
@@ -224,6 +229,28 @@ class Session:
             msg = "Session.to_arrow() needs pyarrow: pip install 'raytrace_kit[arrow]'"
             raise ImportError(msg) from exc
         return pa.table(_columns(self.calls()))
+
+    def to_otel(self, exporter: Any, *, service_name: str = "ray", batch_size: int = 512) -> int:
+        """Hand every call to an OpenTelemetry SDK span exporter, one span per execution.
+
+        In batches as the files are read, so in bounded memory; the exporter is flushed,
+        not shut down. docs/otel.md says what each span holds.
+
+        Args:
+            exporter: An OpenTelemetry SDK ``SpanExporter`` (in-memory, OTLP, a vendor's).
+            service_name: The spans' ``service.name``.
+            batch_size: Spans handed to the exporter at a time.
+
+        Returns:
+            How many spans were exported (calls still running are left out).
+
+        Raises:
+            MissingExtraError: No OpenTelemetry SDK: ``pip install 'raytrace_kit[otel]'``.
+            ExportError: The exporter said a batch failed.
+        """
+        from raytrace_kit._reports.otel.export import to_otel  # noqa: PLC0415 -- an extra
+
+        return to_otel(self, exporter, service_name=service_name, batch=batch_size).spans
 
 
 _GLANCE_FILES = 200  # a session's overview reads the first and last line of this many
