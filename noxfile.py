@@ -45,6 +45,7 @@ def docs(session: nox.Session) -> None:
     session.install("-e", ".[docs]")
     session.run("python", "docs/screenshots.py")  # pictures made from real output
     session.run("python", "docs/depgraph.py")  # the rooms and their imports, from the code
+    session.run("python", "docs/otel_waterfall.py")  # a trace, drawn from its OTLP export
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
