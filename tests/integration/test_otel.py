@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ import ray
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from ray.cluster_utils import Cluster
+from ray.exceptions import WorkerCrashedError
 
 import raytrace_kit
 from raytrace_kit import debuggable, get_logger
@@ -285,3 +287,46 @@ def test_follow_sends_spans_as_calls_end(
     assert follower.returncode == 0, err
     assert "raytrace-kit export: following" in err
     assert " spans in " in out  # what it sent, said at the end
+
+
+@debuggable
+@ray.remote(num_cpus=0, resources={"head": 0.01}, max_retries=0)
+def killed() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@debuggable
+@ray.remote(num_cpus=0, resources={"head": 0.01})
+def survives() -> str:
+    try:
+        ray.get(killed.remote())
+    except WorkerCrashedError:
+        return "crashed"
+    return "not crashed"
+
+
+def test_a_call_whose_worker_died_is_an_error_span_saying_why(cluster: Cluster) -> None:
+    """It ends when its process was last heard of, in its parent's trace, with Ray's cause."""
+    assert ray.get(survives.remote()) == "crashed"
+    context = ray.get_runtime_context()
+    session = raytrace_kit.open_session(Path(context.get_temp_dir(), context.get_session_name()))
+    deadline = time.monotonic() + 60
+    while True:  # Ray's record of the worker's exit is written as the raylet notices
+        exporter = InMemorySpanExporter()
+        session.to_otel(exporter)
+        spans = {s.name.rsplit(".", 1)[-1]: s for s in exporter.get_finished_spans()}
+        died = spans["killed"]
+        if "vanished without Python" in (died.status.description or ""):
+            break
+        assert time.monotonic() < deadline, died.status.description
+        time.sleep(0.5)
+    assert died.status.status_code is StatusCode.ERROR
+    assert died.status.description.startswith(
+        "interrupted: its process ended during the call (no call.end); vanished without Python"
+    )
+    assert died.attributes["ray.call.status"] == "interrupted"
+    assert died.end_time >= died.start_time
+    parent = spans["survives"]
+    assert died.parent is not None
+    assert died.parent.span_id == parent.context.span_id
+    assert died.context.trace_id == parent.context.trace_id
