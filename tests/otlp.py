@@ -79,6 +79,15 @@ class Receiver:
             return list(self.spans)
 
 
+def json_values(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """OTLP JSON KeyValues as Python values (int64s are strings in JSON)."""
+    found = {}
+    for pair in pairs:
+        ((kind, value),) = pair["value"].items()
+        found[pair["key"]] = int(value) if kind == "intValue" else value
+    return found
+
+
 def hex_to_base64(text: str) -> str:
     """OTLP JSON (hex ids) as protobuf's JSON mapping reads it (base64 bytes)."""
 

@@ -33,6 +33,7 @@ import raytrace_kit
 from raytrace_kit import debuggable, get_logger
 from tests import helpers
 from tests.otlp import Receiver, receiver
+from tests.otlp import json_values as values
 
 pytestmark = pytest.mark.cluster
 
@@ -206,13 +207,6 @@ def test_written_to_an_otlp_json_file(run: tuple[Tree, Path], tmp_path: Path) ->
     target = tmp_path / "traces.jsonl"
     done = helpers.run_cli("export", "otlp-json", str(collected), "-o", str(target))
     assert done.returncode == 0, done.stderr
-
-    def values(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-        found = {}
-        for pair in pairs:
-            ((kind, value),) = pair["value"].items()
-            found[pair["key"]] = int(value) if kind == "intValue" else value
-        return found
 
     spans = [
         {

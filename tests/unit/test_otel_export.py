@@ -8,7 +8,6 @@ backend shows them: ids and parents, times, status and exception, attributes, ev
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
@@ -27,6 +26,8 @@ from opentelemetry.trace import StatusCode
 import raytrace_kit
 from raytrace_kit._reports.otel import export
 from tests.otel_runs import Process, failure, ns, task_of
+from tests.otlp import hex_to_base64
+from tests.otlp import json_values as plain
 
 ROOT, MID1, MID2 = "a000000000000001", "b000000000000001", "b000000000000002"
 LEAF1, LEAF2, LEAF2_AGAIN = "c000000000000001", "c000000000000002", "c000000000000003"
@@ -102,15 +103,6 @@ def exported(run: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, d
                     span["resource"] = resource
                     spans[span["spanId"]] = span
     return spans
-
-
-def plain(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """OTLP JSON KeyValues as Python values (int64s are strings in JSON)."""
-    found = {}
-    for pair in pairs:
-        ((kind, value),) = pair["value"].items()
-        found[pair["key"]] = int(value) if kind == "intValue" else value
-    return found
 
 
 def trace_of(key: str) -> str:
@@ -243,7 +235,7 @@ class TestJsonEncoding:
         spans = []
         for line in lines:
             request = ExportTraceServiceRequest()
-            json_format.Parse(json.dumps(_base64_ids(json.loads(line))), request)
+            json_format.Parse(hex_to_base64(line), request)
             for resource_spans in request.resource_spans:
                 spans.extend(resource_spans.scope_spans[0].spans)
         assert len(spans) == 9
@@ -267,19 +259,6 @@ class TestJsonEncoding:
                         assert re.fullmatch(r"[0-9]{19}", event["timeUnixNano"])
                     keys = set(span) | {k for e in span.get("events", []) for k in e}
                     assert all(re.fullmatch(r"[a-z]+([A-Z][a-z]+)*", key) for key in keys), keys
-
-
-def _base64_ids(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {
-            key: base64.b64encode(bytes.fromhex(value)).decode()
-            if key in {"traceId", "spanId", "parentSpanId"}
-            else _base64_ids(value)
-            for key, value in node.items()
-        }
-    if isinstance(node, list):
-        return [_base64_ids(value) for value in node]
-    return node
 
 
 @pytest.fixture(scope="module")

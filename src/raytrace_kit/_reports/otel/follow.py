@@ -20,7 +20,7 @@ import msgspec
 from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.calls import interrupted, join_start
 from raytrace_kit._reports.linking import deaths_of, still_running
-from raytrace_kit._reports.otel.spans import Interruption, Resources, Span, nanoseconds, span_of
+from raytrace_kit._reports.otel.spans import Interruption, Resources, Span, nanoseconds
 from raytrace_kit._reports.otel.stream import Logged
 from raytrace_kit._reports.otel.tree import Tree, is_submission
 from raytrace_kit._reports.session import Session
@@ -148,16 +148,7 @@ class Follower:
     # --- spans ---
 
     def _span(self, held: _Held, interruption: Interruption | None = None) -> Span:
-        call = held.call
-        return span_of(
-            call,
-            self.tree.trace_key(call),
-            resources=self.resources,
-            logged=held.lines,
-            dropped=held.dropped,
-            queue_s=self.tree.queue_s(call),
-            interruption=interruption,
-        )
+        return self.tree.span(held.call, self.resources, (held.lines, held.dropped), interruption)
 
     def poll(self) -> list[Span]:
         """Read what was written since the last round; the spans ready to leave."""

@@ -29,7 +29,6 @@ from raytrace_kit._reports.otel.spans import (
     Resources,
     Span,
     nanoseconds,
-    span_of,
 )
 from raytrace_kit._reports.otel.tree import Tree, is_submission, read_tree
 from raytrace_kit._reports.session import Session, first_last_stamps
@@ -146,22 +145,15 @@ def session_spans(
     groups = distinct_processes(session.files)
     tree = read_tree(groups, session.driver_files())
     made = resources(session, service_name)
-    unended: list[tuple[Call, list[bytes], int, int]] = []
+    unended: list[tuple[Call, tuple[list[bytes], int], int]] = []
     for files in groups:
         logged = Logged()
         for call in iter_calls(files, others=logged):
-            lines, dropped = logged.take(call.call_id)
+            lines = logged.take(call.call_id)
             if call.status == "interrupted":
-                unended.append((call, lines, dropped, last_heard_ns(files)))
+                unended.append((call, lines, last_heard_ns(files)))
                 continue
-            yield span_of(
-                call,
-                tree.trace_key(call),
-                resources=made,
-                logged=lines,
-                dropped=dropped,
-                queue_s=tree.queue_s(call),
-            )
+            yield tree.span(call, made, lines)
     yield from interrupted_spans(session, tree, made, unended, counts)
 
 
@@ -169,22 +161,19 @@ def interrupted_spans(
     session: Session | None,
     tree: Tree,
     made: Resources,
-    unended: list[tuple[Call, list[bytes], int, int]],
+    unended: list[tuple[Call, tuple[list[bytes], int], int]],
     counts: Counts | None,
 ) -> Iterator[Span]:
-    """The spans of calls without an end whose process is gone; the running ones counted."""
+    """The spans of calls without an end whose process is gone; the running ones counted.
+
+    ``unended``: each call, its logged lines (and how many more), when its process was
+    last heard of (ns).
+    """
     over = [entry for entry in unended if not still_running(entry[0].pid, entry[0].started)]
     if counts is not None:
         counts.running += len(unended) - len(over)
     deaths = deaths_of([call for call, *_ in over], session) if session and over else {}
-    for call, lines, dropped, last in over:
+    for call, lines, last in over:
         death = deaths.get(call.call_id)
-        yield span_of(
-            call,
-            tree.trace_key(call),
-            resources=made,
-            logged=lines,
-            dropped=dropped,
-            queue_s=tree.queue_s(call),
-            interruption=Interruption(last, death.cause if death is not None else ""),
-        )
+        cause = death.cause if death is not None else ""
+        yield tree.span(call, made, lines, Interruption(last, cause))

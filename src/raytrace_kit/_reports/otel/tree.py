@@ -20,7 +20,13 @@ import msgspec
 
 from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.calls import blocks
-from raytrace_kit._reports.otel.spans import nanoseconds
+from raytrace_kit._reports.otel.spans import (
+    Interruption,
+    Resources,
+    Span,
+    nanoseconds,
+    span_of,
+)
 
 __all__ = ["Submission", "Tree", "is_submission", "read_tree"]
 
@@ -114,6 +120,27 @@ class Tree:
         if submitted is None:
             return None
         return round((nanoseconds(call.started) - submitted) / 1e9, 6)
+
+    def span(
+        self,
+        call: Call,
+        resources: Resources,
+        logged: tuple[list[bytes], int],
+        interruption: Interruption | None = None,
+    ) -> Span:
+        """:func:`~.spans.span_of` ``call``, where this tree places it (trace, queue time).
+
+        ``logged`` is the lines the call logged, and how many more were left out.
+        """
+        return span_of(
+            call,
+            self.trace_key(call),
+            resources=resources,
+            logged=logged[0],
+            dropped=logged[1],
+            queue_s=self.queue_s(call),
+            interruption=interruption,
+        )
 
 
 _KIT_LINE = b'{"timestamp":"'  # the kit's compact lines: the event name is near the start
