@@ -17,7 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from google.protobuf import json_format
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 
 @dataclass
@@ -45,7 +48,7 @@ def values(pairs: Any) -> dict[str, Any]:
 class Receiver:
     """The server's state: what it got, and how it answers."""
 
-    answers: list[int] = field(default_factory=list)
+    answers: list[int] = field(default_factory=list)  # -N: 200, saying N spans were rejected
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     spans: list[Received] = field(default_factory=list)
     url: str = ""
@@ -119,10 +122,16 @@ def receiver() -> Iterator[Receiver]:
                 {k.lower(): v for k, v in self.headers.items()},
                 body,
             )
+            payload = b"" if status == 200 else b"receiver says no"
+            if status < 0:  # a partial success: accepted, some spans rejected
+                answer = ExportTraceServiceResponse()
+                answer.partial_success.rejected_spans = -status
+                answer.partial_success.error_message = "spans too old"
+                status, payload = 200, answer.SerializeToString()
             self.send_response(status)
             if status == 503:
                 self.send_header("Retry-After", "0")
-            payload = b"" if status == 200 else b"receiver says no"
+            self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)

@@ -177,7 +177,7 @@ def test_received_by_an_otlp_http_receiver(run: tuple[Tree, Path], collector: Re
     tree, collected = run
     done = helpers.run_cli("export", "otlp", str(collected), "--endpoint", collector.url)
     assert done.returncode == 0, done.stderr
-    assert "1000 spans in 1 traces (10 failed)" in done.stdout
+    assert "1000 spans in 1 trace (10 failed)" in done.stdout
     check(from_proto(collector.spans), tree)
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from opentelemetry.trace import StatusCode
 
 import raytrace_kit
 from raytrace_kit._reports.otel import export
-from tests.otel_runs import Process, failure, ns, task_of
+from tests.otel_runs import ORIGIN, Process, failure, ns, task_of
 from tests.otlp import hex_to_base64
 from tests.otlp import json_values as plain
 
@@ -290,3 +292,16 @@ class TestToOtel:
         assert finished[ROOT].events[0].attributes["rows"] == 3
         assert finished[MID1].status.status_code is StatusCode.UNSET
         assert finished[MID1].instrumentation_scope.name == "raytrace_kit"
+
+
+class TestRunning:
+    """A call without an end whose process runs here is running: left out, and counted."""
+
+    def test_left_out_and_said(self, tmp_path: Path) -> None:
+        alive = Process(tmp_path, os.getpid())  # this process: it runs
+        alive.start(ROOT, "jobs.root", time.time() - ORIGIN)
+        alive.close()
+        counts = export.to_json_file(raytrace_kit.open_session(tmp_path), tmp_path / "t.jsonl")
+        assert (counts.spans, counts.running) == (0, 1)
+        assert "1 calls still running were left out" in str(counts)
+        assert (tmp_path / "t.jsonl").read_text() == ""

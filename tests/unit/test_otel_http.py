@@ -169,6 +169,13 @@ class TestRefusals:
             Http(collector.url).send(spans)
         assert len(collector.requests) == 5
 
+    def test_a_partial_success_is_said(self, run: Path, collector: Receiver) -> None:
+        """Accepted with some spans rejected (OTLP's partial success): said, not an error."""
+        collector.answers = [-2]
+        done = cli("export", "otlp", str(run), "--endpoint", collector.url)
+        assert done.returncode == 0, done.stderr
+        assert "the endpoint accepted the requests but rejected 2 spans" in done.stderr
+
     def test_not_a_url(self, run: Path) -> None:
         done = cli("export", "otlp", str(run), "--endpoint", "localhost:4318")
         assert done.returncode == 2

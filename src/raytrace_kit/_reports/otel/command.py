@@ -113,6 +113,7 @@ def run(arguments: argparse.Namespace, session: Any) -> int:
     from raytrace_kit.exceptions import MissingExtraError  # noqa: PLC0415
 
     started = time.monotonic()
+    sink = None
     try:
         if arguments.destination == "otlp-json":
             counts = export.to_json_file(
@@ -126,29 +127,34 @@ def run(arguments: argparse.Namespace, session: Any) -> int:
             protocol = arguments.protocol or os.environ.get(
                 "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
             )
-            where = _endpoint(arguments.endpoint, protocol)
+            endpoint = _endpoint(arguments.endpoint, protocol)
             sink = export.endpoint_sink(
-                where, protocol, _headers(arguments.header), arguments.timeout
+                endpoint, protocol, _headers(arguments.header), arguments.timeout
             )
-            where = getattr(sink, "url", where)
+            endpoint = getattr(sink, "url", endpoint)
             if arguments.follow:
-                return _follow(arguments, session, sink, where)
-            where = f"sent to {where}"
-            counts = export.send(
-                _spans(session, arguments.service_name), sink, arguments.batch_size
+                return _follow(arguments, session, sink, endpoint)
+            counts = export.to_sink(
+                session, sink, service_name=arguments.service_name, batch=arguments.batch_size
             )
+            where = f"sent to {endpoint}"
     except MissingExtraError as exc:
         print(f"raytrace-kit export: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    took = time.monotonic() - started
-    print(f"{counts}: {where} in {took:.1f} s")
+    print(f"{counts}: {where} in {time.monotonic() - started:.1f} s")
+    _rejected(sink)
     return 0 if counts.spans else EXIT_EMPTY
 
 
-def _spans(session: Any, service_name: str) -> Any:
-    from raytrace_kit._reports.otel.stream import Counts, session_spans  # noqa: PLC0415
-
-    return session_spans(session, service_name=service_name, counts=Counts())
+def _rejected(sink: Any) -> None:
+    """Say on stderr how many spans the endpoint said it dropped (OTLP's partial success)."""
+    rejected = getattr(sink, "rejected", 0)
+    if rejected:
+        print(
+            f"raytrace-kit export: the endpoint accepted the requests but rejected {rejected} "
+            "spans (a partial success): see its logs for why",
+            file=sys.stderr,
+        )
 
 
 def _follow(arguments: argparse.Namespace, session: Any, sink: Any, where: str) -> int:
@@ -186,4 +192,5 @@ def _follow(arguments: argparse.Namespace, session: Any, sink: Any, where: str) 
         sink.close()
     counts.running = follower.running
     print(f"{counts}: sent to {where}")
+    _rejected(sink)
     return 0

@@ -29,6 +29,7 @@ __all__ = [
     "send",
     "to_json_file",
     "to_otel",
+    "to_sink",
 ]
 
 BATCH = 512  # spans per request: a few hundred KB, well under receivers' 4 MB limits
@@ -92,24 +93,32 @@ def sdk_module() -> ModuleType:
     return sdk
 
 
+def to_sink(
+    session: Session, sink: Sink, *, service_name: str = "ray", batch: int = BATCH
+) -> Counts:
+    """Every span of ``session`` sent to ``sink``; what was sent, and what was left out."""
+    counts = Counts()
+    spans = session_spans(session, service_name=service_name, counts=counts)
+    return send(spans, sink, batch, counts)
+
+
 def to_otel(
     session: Session, exporter: Any, *, service_name: str = "ray", batch: int = BATCH
 ) -> Counts:
     """Every span of ``session``, handed to an SDK span exporter (see ``Session.to_otel``)."""
     sink = sdk_module().Exporter(exporter)
-    counts = Counts()
-    return send(
-        session_spans(session, service_name=service_name, counts=counts), sink, batch, counts
-    )
+    return to_sink(session, sink, service_name=service_name, batch=batch)
 
 
 def to_json_file(
-    session: Session, path: str | os.PathLike[str], *, service_name: str = "ray", batch: int = BATCH
+    session: Session,
+    path: str | os.PathLike[str],
+    *,
+    service_name: str = "ray",
+    batch: int = BATCH,
 ) -> Counts:
     """Every span of ``session`` written to an OTLP JSON file (one request a line)."""
-    counts = Counts()
-    spans = session_spans(session, service_name=service_name, counts=counts)
-    return send(spans, JsonFile(path), batch, counts)
+    return to_sink(session, JsonFile(path), service_name=service_name, batch=batch)
 
 
 def endpoint_sink(

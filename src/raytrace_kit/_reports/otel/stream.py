@@ -58,14 +58,15 @@ class Counts(msgspec.Struct):
                 self.errors += 1
 
     def __str__(self) -> str:
-        said = f"{self.spans} spans in {self.traces} traces ({self.errors} failed"
+        traces = "trace" if self.traces == 1 else "traces"
+        said = f"{self.spans} spans in {self.traces} {traces} ({self.errors} failed"
         if self.interrupted:
             said += f", {self.interrupted} interrupted"
         said += ")"
         if self.running:
             said += (
-                f"; {self.running} calls still running were left out: export again when "
-                "they end (span ids do not change), or use --follow"
+                f"; {self.running} calls still running were left out (their span ids will "
+                "not change: export again when they end)"
             )
         return said
 
