@@ -5,8 +5,9 @@ nodes, parents and children across processes, failures with tracebacks, retries,
 that never ended) of --calls calls (500,000 calls is 1,000,000 events, about 630 MB) is
 written once. With --submits, each task's submission is recorded too (a ``call.submit``
 line per first attempt, in a driver's file: 1.5 M events), as the kit will write them.
-Each variant then runs in a fresh process (peak memory is per process), in rotating
-order, --rounds times:
+Each variant then runs in a fresh process (peak memory is per process: the highest of the
+rounds is shown), in rotating order, --rounds times; its wall time and its own CPU time
+are measured (CPU time holds steadier when other work shares the machine):
 
   read calls          the floor: every call read and joined, no span made
   otlp-json           raytrace-kit export otlp-json: spans to an OTLP JSON file
@@ -78,11 +79,14 @@ import resource, sys, time
 import raytrace_kit
 PATH, OUT, URL = sys.argv[1:4]
 session = raytrace_kit.open_session(PATH)
-start = time.perf_counter()
+def cpu():
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+start, started = time.perf_counter(), cpu()
 {body}
-seconds = time.perf_counter() - start
+seconds, cpu_s = time.perf_counter() - start, cpu() - started
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(seconds, peak, n)
+print(seconds, cpu_s, peak, n)
 """
 
 # The receiver: reads each request whole and answers 200 with an empty body.
@@ -170,7 +174,7 @@ def main() -> None:
         )
         assert receiver.stdout is not None
         url = f"http://127.0.0.1:{receiver.stdout.readline().strip()}/v1/traces"
-        samples: dict[str, list[tuple[float, int, int]]] = {label: [] for label in variants}
+        samples: dict[str, list[tuple[float, float, int, int]]] = {k: [] for k in variants}
         labels = list(variants)
         try:
             for round_no in range(args.rounds):
@@ -183,23 +187,27 @@ def main() -> None:
                         text=True,
                         check=True,
                     ).stdout.split()
-                    samples[label].append((float(out[0]), int(out[1]), int(out[2])))
+                    samples[label].append((float(out[0]), float(out[1]), int(out[2]), int(out[3])))
         finally:
             receiver.terminate()
             receiver.wait()
     print(f"\nExport, median of {args.rounds} rounds, each in a fresh process")
+    print("  (wall time, and the process's own CPU time: steadier on a shared machine)")
     if "otlp-json (again)" in samples and "otlp-json" in samples:
-        floor = statistics.median(s for s, _, _ in samples["otlp-json (again)"]) / (
-            statistics.median(s for s, _, _ in samples["otlp-json"])
-        )
-        print(f"  noise floor (otlp-json again / otlp-json): {floor:.3f}")
-    base = statistics.median(s for s, _, _ in samples[labels[0]])
-    print(f"  {'variant':<20} {'seconds':>8} {'peak MB':>8} {'spans':>9} {'vs ' + labels[0]:>16}")
+        for index, what in ((0, "wall"), (1, "CPU")):
+            floor = statistics.median(v[index] for v in samples["otlp-json (again)"]) / (
+                statistics.median(v[index] for v in samples["otlp-json"])
+            )
+            print(f"  noise floor, {what} (otlp-json again / otlp-json): {floor:.3f}")
+    base = statistics.median(v[1] for v in samples[labels[0]])
+    head = f"{'variant':<20} {'wall s':>7} {'CPU s':>7} {'peak MB':>8} {'spans':>9}"
+    print(f"  {head} {'CPU vs ' + labels[0]:>19}")
     for label, values in samples.items():
-        seconds = statistics.median(s for s, _, _ in values)
-        peak = statistics.median(p for _, p, _ in values) / 2**20
-        spans = values[-1][2]
-        print(f"  {label:<20} {seconds:8.2f} {peak:8.0f} {spans:9,} {seconds / base:15.2f}x")
+        wall = statistics.median(v[0] for v in values)
+        cpu = statistics.median(v[1] for v in values)
+        peak = max(v[2] for v in values) / 2**20
+        spans = values[-1][3]
+        print(f"  {label:<20} {wall:7.2f} {cpu:7.2f} {peak:8.0f} {spans:9,} {cpu / base:18.2f}x")
 
 
 if __name__ == "__main__":
