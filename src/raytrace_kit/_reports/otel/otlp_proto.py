@@ -1,82 +1,90 @@
 """Spans as OTLP protobuf messages (``ExportTraceServiceRequest``), with opentelemetry-proto.
 
 Imported only to send spans to an endpoint (``raytrace-kit export otlp``), never by
-``import raytrace_kit``: :func:`load` says which package to install when it is missing.
+``import raytrace_kit``: ``otlp_http.proto_encoder()`` imports it, and says which package to
+install when it is missing.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource as ProtoResource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Status
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from raytrace_kit._reports.otel.spans import SCOPE, SCOPE_VERSION, Resource, Span, Value
 
-__all__ = ["ExportTraceServiceResponse", "attribute", "request"]
+__all__ = ["ExportTraceServiceResponse", "request"]
 
 _INTERNAL = ProtoSpan.SpanKind.SPAN_KIND_INTERNAL
 
 
-def attribute(key: str, value: Value) -> KeyValue:
-    """A ``KeyValue``: the value under its type's field (``bool`` before ``int``)."""
-    if isinstance(value, bool):
-        return KeyValue(key=key, value=AnyValue(bool_value=value))
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    if isinstance(value, float):
-        return KeyValue(key=key, value=AnyValue(double_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=value))
+def _fill(into: AnyValue, value: Value) -> None:
+    kind = type(value)
+    if kind is str:
+        into.string_value = value  # type: ignore[assignment]
+    elif kind is int:
+        into.int_value = value  # type: ignore[assignment]
+    elif kind is float:
+        into.double_value = value  # type: ignore[assignment]
+    elif kind is bool:
+        into.bool_value = value  # type: ignore[assignment]
+    else:
+        into.string_value = str(value)
 
 
-def _span(span: Span) -> ProtoSpan:
-    return ProtoSpan(
-        trace_id=span.trace_id,
-        span_id=span.span_id,
-        parent_span_id=span.parent_span_id,
-        name=span.name,
-        kind=_INTERNAL,
-        start_time_unix_nano=span.start_ns,
-        end_time_unix_nano=span.end_ns,
-        attributes=[attribute(k, v) for k, v in span.attributes.items()],
-        events=[
-            ProtoSpan.Event(
-                time_unix_nano=event.time_ns,
-                name=event.name,
-                attributes=[attribute(k, v) for k, v in event.attributes.items()],
-            )
-            for event in span.events
-        ],
-        dropped_events_count=span.dropped_events,
-        status=Status(code=span.status_code, message=span.status_message),  # type: ignore[arg-type]
-    )
+def _attributes(into: Any, attributes: dict[str, Value]) -> None:
+    """Append each attribute to a repeated ``KeyValue`` field, in place (no copies)."""
+    for key, value in attributes.items():
+        pair = into.add()
+        pair.key = key
+        _fill(pair.value, value)
+
+
+def _span(into: ProtoSpan, span: Span) -> None:
+    into.trace_id = span.trace_id
+    into.span_id = span.span_id
+    if span.parent_span_id:
+        into.parent_span_id = span.parent_span_id
+    into.name = span.name
+    into.kind = _INTERNAL
+    into.start_time_unix_nano = span.start_ns
+    into.end_time_unix_nano = span.end_ns
+    _attributes(into.attributes, span.attributes)
+    for event in span.events:
+        added = into.events.add()
+        added.time_unix_nano = event.time_ns
+        added.name = event.name
+        _attributes(added.attributes, event.attributes)
+    if span.dropped_events:
+        into.dropped_events_count = span.dropped_events
+    if span.status_code:
+        into.status.code = span.status_code  # type: ignore[assignment]
+    if span.status_message:
+        into.status.message = span.status_message
 
 
 def request(spans: list[Span]) -> ExportTraceServiceRequest:
-    """An ``ExportTraceServiceRequest``: the spans grouped by their process's resource."""
+    """An ``ExportTraceServiceRequest``: the spans grouped by their process's resource.
+
+    Built in place, top down: a message passed to a constructor is copied, and each
+    level of copying costs as much as building the spans.
+    """
     grouped: dict[Resource, list[Span]] = {}
     for span in spans:
         grouped.setdefault(span.resource, []).append(span)
-    scope = InstrumentationScope(name=SCOPE, version=SCOPE_VERSION)
-    return ExportTraceServiceRequest(
-        resource_spans=[
-            ResourceSpans(
-                resource=ProtoResource(attributes=[attribute(k, v) for k, v in resource]),
-                scope_spans=[ScopeSpans(scope=scope, spans=[_span(span) for span in members])],
-            )
-            for resource, members in grouped.items()
-        ]
-    )
-
-
-def load() -> ModuleType:
-    """This module: for callers that import it only when spans are sent."""
-    import sys  # noqa: PLC0415
-
-    return sys.modules[__name__]
+    made = ExportTraceServiceRequest()
+    for resource, members in grouped.items():
+        resource_spans = made.resource_spans.add()
+        _attributes(resource_spans.resource.attributes, dict(resource))
+        scope_spans = resource_spans.scope_spans.add()
+        scope_spans.scope.name = SCOPE
+        scope_spans.scope.version = SCOPE_VERSION
+        added = scope_spans.spans
+        for span in members:
+            _span(added.add(), span)
+    return made
