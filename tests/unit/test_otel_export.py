@@ -8,6 +8,7 @@ backend shows them: ids and parents, times, status and exception, attributes, ev
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import os
@@ -15,11 +16,14 @@ import re
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.protobuf import json_format
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -27,6 +31,7 @@ from opentelemetry.trace import StatusCode
 
 import raytrace_kit
 from raytrace_kit._reports.otel import export
+from raytrace_kit._reports.otel.spans import nanoseconds, span_id
 from tests.otel_runs import ORIGIN, Process, failure, ns, task_of
 from tests.otlp import hex_to_base64
 from tests.otlp import json_values as plain
@@ -130,8 +135,8 @@ class TestTree:
 
     def test_a_trace_per_root_named_by_its_task_id(self, exported: dict) -> None:
         """Children read before their parents still get their root's trace."""
-        for span_id in (ROOT, MID1, MID2, LEAF1, LEAF2, LEAF2_AGAIN):
-            assert exported[span_id]["traceId"] == trace_of(task_of(ROOT)), span_id
+        for call in (ROOT, MID1, MID2, LEAF1, LEAF2, LEAF2_AGAIN):
+            assert exported[call]["traceId"] == trace_of(task_of(ROOT)), call
         assert exported[FLAKY]["traceId"] == exported[FLAKY_AGAIN]["traceId"]
         assert exported[FLAKY]["traceId"] == trace_of(task_of(FLAKY))
         assert exported[DIED]["traceId"] == trace_of(task_of(DIED))
@@ -305,3 +310,37 @@ class TestRunning:
         assert (counts.spans, counts.running) == (0, 1)
         assert "1 calls still running were left out" in str(counts)
         assert (tmp_path / "t.jsonl").read_text() == ""
+
+
+class TestHelpers:
+    """The pure parts: times in nanoseconds, span ids from call ids."""
+
+    @given(
+        moment=st.datetimes(
+            min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1),
+            timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30))]),
+        ),
+        form=st.sampled_from(["offset", "Z", "naive"]),
+    )  # fmt: skip
+    def test_nanoseconds_are_exact_in_any_iso_form(self, moment: datetime, form: str) -> None:
+        """What the kit writes (+00:00), other writers' Z, naive times read as UTC."""
+        utc = moment.astimezone(timezone.utc)
+        text = {
+            "offset": moment.isoformat(timespec="microseconds"),
+            "Z": utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z",
+            "naive": utc.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds"),
+        }[form]
+        expected = calendar.timegm(utc.timetuple()) * 10**9 + utc.microsecond * 1000
+        assert nanoseconds(text) == expected
+
+    @given(st.integers(min_value=1, max_value=2**64 - 1))
+    def test_a_kit_call_id_is_its_own_span_id(self, number: int) -> None:
+        call_id = f"{number:016x}"
+        assert span_id(call_id).hex() == call_id
+
+    @pytest.mark.parametrize("call_id", ["0" * 16, "not-hex-at-all!!", "short", "x" * 40])
+    def test_other_ids_hash_to_eight_nonzero_bytes(self, call_id: str) -> None:
+        made = span_id(call_id)
+        assert len(made) == 8
+        assert any(made)
+        assert made == span_id(call_id)  # the same every time

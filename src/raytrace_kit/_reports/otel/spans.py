@@ -120,10 +120,20 @@ def nanoseconds(stamp: str) -> int:
     Raises:
         ValueError: ``stamp`` is not an ISO 8601 time.
     """
+    if stamp.endswith("Z"):  # another writer's UTC (Python 3.10 reads only +00:00)
+        stamp = stamp[:-1] + "+00:00"
     moment = datetime.fromisoformat(stamp)  # the C parser: as fast as any cache of it
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return ((moment - _EPOCH) // _MICROSECOND) * 1000
+
+
+def _time(stamp: str | None, otherwise: int) -> int:
+    """:func:`nanoseconds` of a call's time; ``otherwise`` where it has none it can read."""
+    try:
+        return nanoseconds(stamp) if stamp else otherwise
+    except ValueError:
+        return otherwise
 
 
 # A call's own fields: on its span already, left out of its events' attributes.
@@ -265,7 +275,7 @@ def span_of(
         The span: status ERROR with an ``exception`` event for a failed call, ERROR for an
         interrupted one, UNSET (OpenTelemetry's "no error") otherwise.
     """
-    start = nanoseconds(call.started) if call.started else 0
+    start = _time(call.started, 0)
     events = [event for raw in logged if (event := log_event(raw)) is not None]
     code, message = UNSET, ""
     if interruption is not None:
@@ -275,7 +285,7 @@ def span_of(
             f"; {interruption.cause}" if interruption.cause else ""
         )
     else:
-        end = nanoseconds(call.ended) if call.ended else start
+        end = _time(call.ended, start)
     if call.status == "error":
         code = ERROR
         message = f"{call.error_type}: {call.error}" if call.error else str(call.error_type)
