@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -110,20 +109,26 @@ server.serve_forever()
 
 
 def add_submissions(directory: Path) -> int:
-    """A ``call.submit`` line per first attempt, 1 ms before its start, in a driver's file."""
+    """A ``call.submit`` line per first attempt, 1 ms before its start, in a driver's file.
+
+    Written as the kit writes them (``_output.submissions.submit_line``), by one driver.
+    """
     import msgspec  # noqa: PLC0415
 
-    from raytrace_kit._output import encode  # noqa: PLC0415
+    from raytrace_kit._output import submissions  # noqa: PLC0415
+    from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
     from raytrace_kit._reports.otel.spans import nanoseconds  # noqa: PLC0415
 
     class Start(msgspec.Struct):
-        event: str = ""
         timestamp: str = ""
+        function: str = ""
         task_id: str | None = None
         attempt: int | None = None
         parent_call_id: str | None = None
+        parent_task_id: str | None = None
 
     decode = msgspec.json.Decoder(Start).decode
+    driver = ProcessIdentity("01000000", "dd" * 28, "ee" * 28, 999, is_worker=False)
     written = 0
     with (directory / f"events-{'dd' * 6}-999.jsonl").open("wb") as out:
         for path in sorted(directory.glob("events-*.jsonl")):
@@ -137,16 +142,17 @@ def add_submissions(directory: Path) -> int:
                     if start.attempt:
                         continue
                     at = (nanoseconds(start.timestamp) - 1_000_000) / 1e9
-                    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
-                    fields = {
-                        "timestamp": f"{stamp}.{int(at % 1 * 1e6):06d}+00:00",
-                        "level": "info",
-                        "event": "call.submit",
-                        "task_id": start.task_id,
-                        "function": "f",
-                        "parent_call_id": start.parent_call_id,
-                    }
-                    out.write(encode.event_line(fields))
+                    prefix = submissions.submit_prefix(start.function, "task", {"CPU": 1.0}, None)
+                    parent = (
+                        f"{start.parent_call_id}/{start.parent_task_id or ''}"
+                        if start.parent_call_id
+                        else None
+                    )
+                    out.write(
+                        submissions.submit_line(
+                            at, prefix, start.task_id, None, parent, driver, "etl.py:40", None
+                        )
+                    )
                     written += 1
     return written
 

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from raytrace_kit._output import encode, paths
+from raytrace_kit._output import encode, paths, submissions
 from raytrace_kit._output.writer import EventWriter
 from raytrace_kit._process import ProcessIdentity
 
@@ -107,18 +107,24 @@ class Process:
         )
         self.writer.write(line)
 
+    def stuck(self, call_id: str, at: float, running_s: float) -> None:
+        """A ``call.stuck`` of a running call (it ran past its ``stuck_after``) in ray.get."""
+        tail = encode.stuck_members(
+            running_s, 60.0, 1, "MainThread",
+            [("/app/job.py", 12, "root", "ray.get(refs)")],
+            {"what": "ray.get", "refs": 1, "task_ids": [task_of("b000000000000001")]},
+        )  # fmt: skip
+        self._write(encode.call_line("call.stuck", "warning", self.members[call_id], tail), at)
+
     def submit(self, task: str, function: str, at: float, parent: str | None = None) -> None:
-        """A ``call.submit`` line: this process submitted ``task`` at ``at``."""
-        line = encode.event_line(
-            {
-                "timestamp": stamp(at),
-                "level": "info",
-                "event": "call.submit",
-                "task_id": task,
-                "function": function,
-                "parent_call_id": parent,
-                "pid": self.identity.pid,
-            }
+        """A ``call.submit`` line: this process submitted ``task`` at ``at``.
+
+        ``parent`` is the submitting call's id (``None``: the driver's own code).
+        """
+        prefix = submissions.submit_prefix(function, "task", {"CPU": 1.0}, None)
+        token = f"{parent}/{task_of(parent)}" if parent else None
+        line = submissions.submit_line(
+            ORIGIN + at, prefix, task, None, token, self.identity, "job.py:12", None
         )
         self.writer.write(line)
 

@@ -7,12 +7,14 @@ Everything else in the package uses Ray's public API only.
 from __future__ import annotations
 
 import functools
+import logging
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import ray
 import ray._private.object_ref_generator
+import ray._private.state
 import ray._private.utils
 import ray._private.worker
 import ray.cloudpickle
@@ -21,6 +23,17 @@ from ray.actor import ActorClass
 from ray.remote_function import RemoteFunction
 
 from raytrace_kit import _registry
+from raytrace_kit._ray_patches import (
+    RAY_OWN,
+    TAKEN,
+    attribute_owner,
+    is_kit_patch,
+    is_kit_remote,
+    is_taken,
+    mark_kit_remote,
+    patch,
+    patched,
+)
 
 __all__ = [
     "RAY_OWN",
@@ -30,21 +43,27 @@ __all__ = [
     "DynamicObjectRefGenerator",
     "RemoteFunction",
     "accepts_keyword",
+    "actor_creation_task_id",
     "actor_id_of",
     "actor_location",
     "actor_method_class",
     "actor_method_submit",
+    "actor_of_method",
     "actor_subclass",
     "attribute_owner",
+    "available_per_node",
+    "blocked_in",
     "check_function_size",
     "connection_key",
     "current_actor_id",
     "current_task",
     "default_options_of",
+    "generator_task_id",
     "is_kit_patch",
     "is_kit_remote",
     "is_taken",
     "is_worker_process",
+    "keyword_of",
     "machine_resources",
     "mark_kit_remote",
     "patch",
@@ -53,7 +72,9 @@ __all__ = [
     "python_function_of",
     "ray_remote",
     "ray_worker",
+    "ref_of_future",
     "remote_name",
+    "token_auth_for_attach",
 ]
 
 # Ray's pickler, subclassed by local mode to keep in-process objects as themselves.
@@ -98,8 +119,24 @@ def actor_method_submit(cls: Any) -> Callable[..., Any]:
 
 def accepts_keyword(method: Any, name: str) -> bool:
     """Whether the actor method behind ``method`` (an ``ActorMethod``) takes ``name``."""
-    signature = getattr(method, "_signature", None) or ()
-    return any(parameter.name == name for parameter in signature)
+    return keyword_of(method, name) is not None
+
+
+def keyword_of(method: Any, name: str) -> Any:
+    """The ``inspect.Parameter`` ``name`` of the actor method behind ``method``, or ``None``.
+
+    An ``ActorMethod`` keeps the method's signature (``_signature``, a list of parameters)
+    to check calls against; it travels with every handle.
+    """
+    for parameter in getattr(method, "_signature", None) or ():
+        if parameter.name == name:
+            return parameter
+    return None
+
+
+def actor_of_method(method: Any) -> Any:
+    """The ``ActorHandle`` an ``ActorMethod`` calls (``_actor``)."""
+    return method._actor
 
 
 def _global_worker() -> Any:
@@ -178,6 +215,106 @@ def actor_id_of(handle: Any) -> str:
     return handle._actor_id.hex()  # type: ignore[no-any-return]
 
 
+def token_auth_for_attach() -> None:
+    """Send this machine's Ray token when attaching to a cluster, as Ray's own CLI does.
+
+    A local cluster started with token authentication (the default in Ray 2.60) keeps its
+    token in ``~/.ray/auth_token``; a process that only attaches (``ray.init(address=...)``
+    from a shell where ``RAY_AUTH_MODE`` is unset) sends it only once token mode is on.
+    Ray's helper for that (``maybe_enable_token_auth_if_token_available``) sets the mode
+    and refreshes Ray's cached config; its notice is kept quiet. Rays without token
+    authentication have no such helper: nothing to do. The token itself is never read here.
+    """
+    try:
+        from ray._private.authentication import authentication_token_setup as setup  # noqa: PLC0415
+    except ImportError:
+        return
+    quiet = logging.getLogger(setup.__name__)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        quiet.setLevel(level)
+
+
+def actor_creation_task_id(handle: Any) -> str:
+    """The id of the task that creates the actor behind ``handle`` (its ``__init__``'s task).
+
+    Derived from the actor id as Ray derives it (``TaskID.for_actor_creation_task``); the
+    creation task's ``call.start`` carries this id, so a submission record names it.
+    """
+    return ray._raylet.TaskID.for_actor_creation_task(handle._actor_id).hex()  # type: ignore[no-any-return]
+
+
+def generator_task_id(generator: Any) -> str | None:
+    """The task id behind an ``ObjectRefGenerator`` (a streaming generator's ``.remote()``).
+
+    Its public methods yield the items' refs; the task's own ref is ``_generator_ref``.
+    """
+    ref = getattr(generator, "_generator_ref", None)
+    return None if ref is None else ref.task_id().hex()
+
+
+# Ray's ray.get and ray.wait, as the frames of a thread blocked in them show: the functions
+# in ray/_private/worker.py, and the name of the argument that holds the refs (ray.wait's is
+# ``ray_waitables`` in Ray 2.60, ``object_refs`` before).
+_BLOCKING = {
+    "get": ("ray.get", ("object_refs",)),
+    "wait": ("ray.wait", ("ray_waitables", "object_refs")),
+}
+_WORKER_FILE = ray._private.worker.__file__
+
+
+def blocked_in(frame: Any) -> tuple[str, Any] | None:
+    """``("ray.get"|"ray.wait", refs)`` if ``frame`` is Ray's get or wait, else ``None``.
+
+    No public API says what a thread waits on; the frame of Ray's own function does, by
+    its arguments. Read when asked (a stuck() snapshot, the watch), never on a call's path.
+    """
+    code = frame.f_code
+    known = _BLOCKING.get(code.co_name)
+    if known is None or code.co_filename != _WORKER_FILE:
+        return None
+    kind, names = known
+    local = frame.f_locals
+    for name in names:
+        if name in local:
+            return kind, local[name]
+    return None
+
+
+def ref_of_future(future: Any) -> Any:
+    """The ``ObjectRef`` an asyncio future stands for (``await ref``), or ``None``.
+
+    ``await ref`` awaits ``asyncio.wrap_future(ref.future())``: the asyncio future's done
+    callback holds the concurrent future (``asyncio.futures._chain_future``), which Ray
+    gives the ref as ``object_ref`` to keep it alive.
+    """
+    for callback in getattr(future, "_callbacks", None) or ():
+        function = callback[0] if isinstance(callback, tuple) else callback
+        for cell in getattr(function, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            ref = getattr(value, "object_ref", None)
+            if isinstance(ref, ray.ObjectRef):
+                return ref
+    return None
+
+
+def available_per_node() -> dict[str, dict[str, float]]:
+    """Each alive node's available resources now: ``{node id: {resource: amount}}``.
+
+    ``ray.available_resources()`` sums the cluster; the per-node figures come from the
+    GCS's resource view (``ray._private.state.available_resources_per_node``, a developer
+    API without a public name).
+    """
+    found = ray._private.state.available_resources_per_node()
+    return {node: dict(resources) for node, resources in found.items()}
+
+
 def actor_location(actor_id: str) -> tuple[str, str | None, int]:
     """``(state, node_id, pid)`` of an actor, from the GCS actor table.
 
@@ -238,88 +375,3 @@ def python_class_of(actor_class: Any) -> type:
 def default_options_of(remote: Any) -> dict[str, Any]:
     """The options a ``RemoteFunction`` or ``ActorClass`` was declared with (a copy)."""
     return dict(remote._default_options)
-
-
-# Set on the RemoteFunction/ActorClass objects raytrace_kit itself submits through, so
-# that local mode tells the kit's own submissions from the user's plain @ray.remote calls.
-_R = TypeVar("_R")
-_KIT_MARK = "__raytrace_kit__"
-
-
-def mark_kit_remote(remote: _R) -> _R:
-    """Mark a Ray remote function or actor class as the kit's own (not a plain call)."""
-    setattr(remote, _KIT_MARK, True)
-    return remote
-
-
-def is_kit_remote(remote: Any) -> bool:
-    """Whether ``remote`` (or the object it was made from by ``.options()``) is the kit's."""
-    return bool(getattr(remote, _KIT_MARK, False))
-
-
-# Whether a plain remote function or actor class is sent through a proxy by instrument()
-# when it is submitted: set by instrument(), read by local mode (which then neither warns
-# about it as a plain call nor converts its arguments).
-TAKEN: list[Callable[[Any], bool]] = []
-
-
-def is_taken(remote: Any) -> bool:
-    """Whether instrument() takes the calls of ``remote`` (a plain Ray object)."""
-    return bool(TAKEN) and TAKEN[0](remote)
-
-
-# Ray's own functions, as they were before any hook of the kit's replaced them: by name
-# under ``ray`` (``get``, ``actor.exit_actor`` ...). Local mode calls these for what is not
-# local; the hooks fill in the rest as they are installed.
-RAY_OWN: dict[str, Callable[..., Any]] = {
-    "get": ray.get,
-    "wait": ray.wait,
-    "put": ray.put,
-    "kill": ray.kill,
-    "get_actor": ray.get_actor,
-    "cancel": ray.cancel,
-    "get_runtime_context": ray.get_runtime_context,
-    "get_gpu_ids": ray.get_gpu_ids,
-}
-# The kit's patches in force: key -> (owner, attribute, Ray's own, ours). The key is the
-# dotted name under ``ray``, with a ``#suffix`` where two hooks share one attribute.
-_PATCHES: dict[str, tuple[Any, str, Callable[..., Any], Callable[..., Any]]] = {}
-
-
-def attribute_owner(dotted: str) -> tuple[Any, str]:
-    """The object that holds ``ray.<dotted>``, and the attribute's name (``#suffix`` cut)."""
-    path, _, attribute = dotted.partition("#")[0].rpartition(".")
-    owner: Any = ray
-    for part in filter(None, path.split(".")):
-        owner = getattr(owner, part)
-    return owner, attribute
-
-
-def patched(key: str) -> bool:
-    """Whether the kit's patch named ``key`` is in force."""
-    return key in _PATCHES
-
-
-def is_kit_patch(value: object) -> bool:
-    """Whether ``value`` is one of the kit's patches in force (another may stack on it)."""
-    return any(entry[3] is value for entry in _PATCHES.values())
-
-
-def patch(key: str, owner: Any, attribute: str, ours: Callable[..., Any]) -> None:
-    """Put ``ours`` in place of ``owner.attribute``; :func:`unpatch_all` puts Ray's back."""
-    _PATCHES[key] = (owner, attribute, getattr(owner, attribute), ours)
-    setattr(owner, attribute, ours)
-
-
-def _unpatch_all() -> None:
-    """Put back Ray's own where the kit's patches are still in place (for tests)."""
-    TAKEN.clear()
-    # Newest first: two patches of one attribute unwind to Ray's own.
-    for owner, attribute, original, ours in reversed(_PATCHES.values()):
-        if getattr(owner, attribute, None) is ours:
-            setattr(owner, attribute, original)
-    _PATCHES.clear()
-
-
-# Patches outlive a fork (what the program configured stays configured).
-_registry.register(_unpatch_all, layer=_registry.PROCESS)

@@ -8,6 +8,7 @@ Subcommands:
     timeline [SOURCE]   write a Chrome trace / Perfetto file of the calls
     explain [SOURCE]    what a Ray error (on stdin, or --task ID) means, and what to do
     collect             copy every node's files from a running cluster to here
+    stuck               what every call in flight waits on, now; deadlocks named
     export otlp|otlp-json [SOURCE]
                         send the calls as OpenTelemetry spans to an endpoint, or a file
     sessions            the Ray sessions on this machine that hold kit records
@@ -16,8 +17,8 @@ Subcommands:
 session on this machine that has kit records and belongs to this user. Each command first
 says which session, folder or cluster it read, in one line on stderr (``--quiet`` hides
 it): stdout stays the command's data, for ``--json`` and pipes. Exit codes: 0 done, 1
-failed (the message says why), 2 bad usage (and ``collect --address auto`` with several
-clusters running), 3 nothing to read (no such source, or no events in it).
+failed (the message says why), 2 bad usage (and ``collect``/``stuck --address auto`` with
+several clusters running), 3 nothing to read (no such source, or no events in it).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from raytrace_kit._driver import launch
 from raytrace_kit._reports.otel import command as otel_command
@@ -38,6 +39,7 @@ from raytrace_kit._reports.otel import command as otel_command
 __all__ = ["main"]
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EMPTY = 1, 2, 3
+_T = TypeVar("_T")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,6 +103,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     collect.add_argument("-o", "--output", type=Path, help="destination directory")
     collect.add_argument("--no-profiles", action="store_true", help="leave profile captures")
+
+    stuck = add(
+        "stuck",
+        help="what every call in flight waits on, now; deadlocks named",
+        description="Attach to a running cluster (through Ray: no dashboard, SSH or ptrace) "
+        "and say, for every call in flight, where it is and why it is not done: what a "
+        "pending call waits for, which calls a running call waits on, every deadlock.",
+    )
+    stuck.add_argument(
+        "--address",
+        default="auto",
+        help="the cluster, HOST:PORT (default: auto, the one running here; with several "
+        "running, it lists them and stops)",
+    )
+    stuck.add_argument("--json", action="store_true", help="print it as JSON")
+    stuck.add_argument("--html", type=Path, help="also write it as an HTML file")
+    stuck.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the nodes (30)"
+    )
 
     otel_command.add_command(commands, [quiet])
 
@@ -216,10 +237,8 @@ def _explain(arguments: argparse.Namespace) -> int:
     return 0 if explained.kind != "Not a Ray error" else EXIT_FAILED
 
 
-def _collect(arguments: argparse.Namespace) -> int:
-    import ray  # noqa: PLC0415
-
-    import raytrace_kit  # noqa: PLC0415
+def _attach(arguments: argparse.Namespace) -> str | int:
+    """Connect to ``--address``; how it was chosen (for the header), or an exit code."""
     from raytrace_kit._reports import header, running  # noqa: PLC0415
 
     address, how = arguments.address, "as given"
@@ -230,32 +249,71 @@ def _collect(arguments: argparse.Namespace) -> int:
         if len(found) > 1:
             listing = "\n".join(header.cluster_listing(found))
             print(
-                f"raytrace-kit collect: {len(found)} Ray clusters are running on this "
-                "machine, and --address auto would attach to one of them without saying "
+                f"raytrace-kit {arguments.command}: {len(found)} Ray clusters are running on "
+                "this machine, and --address auto would attach to one of them without saying "
                 f"which. Choose one with --address HOST:PORT:\n{listing}",
                 file=sys.stderr,
             )
             return EXIT_USAGE
         if found:  # attach to the very cluster the line will name
             address, how = found[0].address, "the only cluster running here"
+    from raytrace_kit._driver.collect import attach  # noqa: PLC0415
+
     try:
-        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        attach(address)
     except ConnectionError as exc:
         print(
-            f"raytrace-kit collect: no Ray cluster at {arguments.address}: {exc}", file=sys.stderr
+            f"raytrace-kit {arguments.command}: no Ray cluster at {arguments.address}: {exc}",
+            file=sys.stderr,
         )
         return EXIT_FAILED
+    return how
+
+
+def _on_cluster(arguments: argparse.Namespace, work: Callable[[], _T]) -> _T | int:
+    """Attach to ``--address``, say which cluster, do ``work``, detach (or an exit code)."""
+    import ray  # noqa: PLC0415
+
+    how = _attach(arguments)
+    if isinstance(how, int):
+        return how
     try:
         _say(arguments, lambda: _attached(how))
-        dest = raytrace_kit.collect(arguments.output, profiles=not arguments.no_profiles)
+        return work()
     finally:
         ray.shutdown()
+
+
+def _collect(arguments: argparse.Namespace) -> int:
+    import raytrace_kit  # noqa: PLC0415
+
+    dest = _on_cluster(
+        arguments,
+        lambda: raytrace_kit.collect(arguments.output, profiles=not arguments.no_profiles),
+    )
+    if isinstance(dest, int):
+        return dest
     nodes = json.loads((dest / "collect.json").read_text())["nodes"]
     for record in nodes.values():
         copied = record.get("bytes_copied")
         detail = f"{copied:,} bytes copied" if copied is not None else record.get("error", "")
         print(f"node {record['node_id'][:12]}: {record['status']} {detail}".rstrip())
     print(dest)
+    return 0
+
+
+def _stuck(arguments: argparse.Namespace) -> int:
+    import raytrace_kit  # noqa: PLC0415
+
+    found = _on_cluster(arguments, lambda: raytrace_kit.stuck(timeout=arguments.timeout))
+    if isinstance(found, int):
+        return found
+    if arguments.html:
+        found.save_html(arguments.html)
+    if arguments.json:
+        print(json.dumps(found.to_dict(), indent=1, default=str))
+    else:
+        print(found)
     return 0
 
 
@@ -298,6 +356,7 @@ _COMMANDS = {
     "timeline": _timeline,
     "explain": _explain,
     "collect": _collect,
+    "stuck": _stuck,
     "export": _export,
     "sessions": _sessions,
 }

@@ -287,7 +287,7 @@ class TestFiles:
             import os, ray
             from raytrace_kit import get_logger
             for _ in range(3):
-                ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+                ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
                 get_logger().info("cycle")
                 ray.shutdown()
             targets = []

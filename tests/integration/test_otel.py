@@ -143,6 +143,9 @@ def check(spans: list[dict[str, Any]], tree: Tree) -> None:
     for span in middles:
         (logged,) = span["events"]
         assert (logged["name"], logged["leaves"]) == ("middle.started", LEAVES_PER_MID)
+    # Each .remote() left a call.submit: every span says how long its call waited to start.
+    queued = [span["attributes"].get("ray.queue_time_s") for span in spans]
+    assert all(wait is not None and wait >= 0 for wait in queued), queued
     nodes = {span["resource"]["ray.node_id"] for span in spans}
     assert len(nodes) == 2  # the spread reached both nodes
     assert {span["resource"]["host.name"] for span in spans} == {socket.gethostname()}

@@ -71,6 +71,7 @@ def write_run(directory: Path) -> None:
     root.start(ROOT, "jobs.root", 0.0)
     root.log(ROOT, "batch.loaded", 0.5, rows=3, source="s3://bucket", ratio=0.5, ok=True)
     root.submit(task_of(MID1), "jobs.mid", 0.9, ROOT)
+    root.stuck(ROOT, 8.0, 8.0)
     root.end(ROOT, 10.0, 10.0)
     flaky = Process(directory, 105)
     flaky.call(FLAKY, "jobs.flaky", 11.0, 11.5, failure("first try"), task=task_of(FLAKY))
@@ -211,12 +212,25 @@ class TestSpan:
         assert "events" not in exported[LEAF2_AGAIN]
 
     def test_log_events_become_span_events_without_the_call_fields(self, exported: dict) -> None:
-        (event,) = exported[ROOT]["events"]
+        event, _ = exported[ROOT]["events"]
         assert event["name"] == "batch.loaded"
         assert event["timeUnixNano"] == str(ns(0.5))
         assert plain(event["attributes"]) == {
             "level": "info", "rows": 3, "source": "s3://bucket", "ratio": 0.5, "ok": True
         }  # fmt: skip
+
+    def test_a_stuck_report_is_an_event_with_its_stack(self, exported: dict) -> None:
+        """The kit's call.stuck: where the call was when it ran past its stuck_after."""
+        _, event = exported[ROOT]["events"]
+        assert (event["name"], event["timeUnixNano"]) == ("call.stuck", str(ns(8.0)))
+        found = plain(event["attributes"])
+        assert (found["level"], found["running_s"], found["thread"]) == (
+            "warning",
+            8.0,
+            "MainThread",
+        )
+        assert json.loads(found["stack"]) == [["/app/job.py", 12, "root", "ray.get(refs)"]]
+        assert json.loads(found["waiting_on"])["what"] == "ray.get"
 
     def test_an_interrupted_call_ends_when_its_process_was_last_heard(self, exported: dict) -> None:
         span = exported[DIED]

@@ -103,16 +103,19 @@ class StartLine:
 def iter_calls(  # noqa: PLR0912 -- the hot loop
     files: list[Path],
     start: StartLine | None = None,
-    others: Callable[[bytes], object] | None = None,
+    others: Callable[[bytes], None] | None = None,
+    logged: Callable[[bytes], object] | None = None,
 ) -> Iterator[Call]:
     """The calls of one process, as its files have them (end order), interrupted ones last.
 
     ``files`` are the process's files oldest first (see :func:`processes`), so a call whose
     start and end were rotated into two files joins. A ``call.start`` is decoded only when
     its ``call.end`` lacks what it has (files of before ``rss_start_bytes``) or never came.
-    ``start``, if given, holds the ``call.start`` line of each call while it is yielded.
-    ``others``, if given, is handed every other line as it goes by, before the ``call.end``
-    of the call it was written in (a call's ``get_logger()`` events, for its span).
+    ``start``, if given, holds the ``call.start`` line of each call while it is yielded;
+    ``others``, if given, is called with the line of each other ``call.*`` event
+    (``call.submit``, ``call.stuck``), undecoded, in file order; ``logged``, if given, with
+    every line that is no ``call.*`` event (a call's ``get_logger()`` events, read before
+    the ``call.end`` of the call they were written in: for its span).
     """
     starts: dict[str, bytes] = {}
     end = _END
@@ -125,8 +128,8 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
                 else:  # written by another JSON writer ("key": "value"), or not a call event
                     at = raw.find(b'"event": "call.')
                     if at < 0:
-                        if others is not None:
-                            others(raw)
+                        if logged is not None:
+                            logged(raw)
                         continue
                     at += 15
                 try:
@@ -149,7 +152,7 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
                             starts[raw[found:close].decode()] = raw
                         else:
                             starts[_START(raw).call_id] = raw
-                    elif others is not None:  # call.submit, or a user's own "call.something"
+                    elif others is not None:
                         others(raw)
                 except (msgspec.DecodeError, IndexError, UnicodeDecodeError):
                     continue  # a line cut short by a killed process

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ __all__ = [
     "Events",
     "Session",
     "first_last_stamps",
+    "flush_own",
     "instant",
     "open_session",
 ]
@@ -179,11 +181,6 @@ class Session:
                 index.setdefault(made.parent_call_id, []).append(made)
         return list(index.get(call if isinstance(call, str) else call.call_id, ()))
 
-    @property
-    def directory(self) -> Path:
-        """Where its event files are looked for (for a file, its directory)."""
-        return self._search if self._search.is_dir() else self._search.parent
-
     def driver_files(self) -> list[Path]:
         """The drivers' own records (``driver-*.jsonl``: ``instrument()``, ``raytrace-kit run``)."""
         if not self._search.is_dir():
@@ -231,22 +228,13 @@ class Session:
         return pa.table(_columns(self.calls()))
 
     def to_otel(self, exporter: Any, *, service_name: str = "ray", batch_size: int = 512) -> int:
-        """Hand every call to an OpenTelemetry SDK span exporter, one span per execution.
+        """Hand every call, as a span, to an OpenTelemetry SDK span exporter; say how many.
 
-        In batches as the files are read, so in bounded memory; the exporter is flushed,
-        not shut down. docs/otel.md says what each span holds.
-
-        Args:
-            exporter: An OpenTelemetry SDK ``SpanExporter`` (in-memory, OTLP, a vendor's).
-            service_name: The spans' ``service.name``.
-            batch_size: Spans handed to the exporter at a time.
-
-        Returns:
-            How many spans were exported (calls still running are left out).
-
-        Raises:
-            MissingExtraError: No OpenTelemetry SDK: ``pip install 'raytrace_kit[otel]'``.
-            ExportError: The exporter said a batch failed.
+        ``exporter``: any SDK ``SpanExporter`` (flushed, not shut down). Spans go in batches
+        of ``batch_size``, as the files are read; ``service_name`` is their ``service.name``;
+        calls still running are left out. Raises ``MissingExtraError`` without the SDK
+        (``pip install 'raytrace_kit[otel]'``), ``ExportError`` when a batch fails.
+        docs/otel.md says what a span holds.
         """
         from raytrace_kit._reports.otel.export import to_otel  # noqa: PLC0415 -- an extra
 
@@ -360,6 +348,17 @@ def instant(value: str | datetime.datetime | None) -> str | None:
     return parsed.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds")
 
 
+def flush_own() -> None:
+    """Write this process's submission records still in memory, before it reads files.
+
+    Only a process that submitted debuggable calls has any (its module is loaded then);
+    reading never imports Ray for it.
+    """
+    loaded = sys.modules.get("raytrace_kit._output.submissions")
+    if loaded is not None:
+        loaded.flush()
+
+
 def open_session(source: str | os.PathLike[str] | None = None) -> Session:
     """Open a run's records: events, calls and profiles. Ray need not be running.
 
@@ -379,6 +378,7 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
     Returns:
         The session; nothing is read until asked (``calls()``, ``events()``...).
     """
+    flush_own()
     if source is None:
         from raytrace_kit._output import paths  # noqa: PLC0415 -- imports Ray: only here
 

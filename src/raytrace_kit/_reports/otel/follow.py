@@ -70,8 +70,10 @@ class Follower:
 
     def __init__(self, session: Session, resources: Resources) -> None:
         self.session = session
-        self.directory = session.directory
-        self.single = session.root if session.root.is_file() else None
+        root = session.root
+        kit = root / "logs" / "raytrace_kit"  # a Ray session directory: where open_session reads
+        self.directory = kit if kit.is_dir() else root if root.is_dir() else root.parent
+        self.single = root if root.is_file() else None
         self.resources = resources
         self.tree = Tree()
         self.tree.follow()

@@ -30,7 +30,7 @@ from raytrace_kit._reports.otel.spans import (
     Span,
     nanoseconds,
 )
-from raytrace_kit._reports.otel.tree import Tree, is_submission, read_tree
+from raytrace_kit._reports.otel.tree import Tree, read_tree
 from raytrace_kit._reports.session import Session, first_last_stamps
 
 __all__ = ["Counts", "Logged", "interrupted_spans", "last_heard_ns", "resources", "session_spans"]
@@ -72,7 +72,13 @@ class Counts(msgspec.Struct):
 
 
 class Logged:
-    """The lines each running call of one process logged, until its span takes them."""
+    """The lines each running call of one process logged, until its span takes them.
+
+    A line is a call's if it carries its ``call_id``: its ``get_logger()`` events, and the
+    kit's own events about it (``call.stuck``: where it was when it ran past its
+    ``stuck_after``). ``call.submit`` lines name the submitting call as ``parent_call_id``:
+    they are no span's events.
+    """
 
     def __init__(self) -> None:
         self.lines: dict[str, list[bytes]] = {}
@@ -81,7 +87,7 @@ class Logged:
     def __call__(self, raw: bytes) -> None:
         """Keep a line that belongs to a call (it carries a ``call_id``)."""
         at = raw.find(b'"call_id":"')
-        if at < 0 or is_submission(raw):
+        if at < 0:
             return
         at += 11
         call_id = raw[at : raw.find(b'"', at)].decode("ascii", "replace")
@@ -144,12 +150,12 @@ def session_spans(
         counts: Where to count the calls left out (still running).
     """
     groups = distinct_processes(session.files)
-    tree = read_tree(groups, session.driver_files())
+    tree = read_tree(groups)
     made = resources(session, service_name)
     unended: list[tuple[Call, tuple[list[bytes], int], int]] = []
     for files in groups:
         logged = Logged()
-        for call in iter_calls(files, others=logged):
+        for call in iter_calls(files, others=logged, logged=logged):
             lines = logged.take(call.call_id)
             if call.status == "interrupted":
                 unended.append((call, lines, last_heard_ns(files)))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from raytrace_kit._output.schema import Call
+from raytrace_kit._output.schema import Call, Submission
 from raytrace_kit._reports.calls import blocks
 from raytrace_kit._reports.otel.spans import (
     Interruption,
@@ -28,7 +28,7 @@ from raytrace_kit._reports.otel.spans import (
     span_of,
 )
 
-__all__ = ["Submission", "Tree", "is_submission", "read_tree"]
+__all__ = ["Tree", "is_submission", "read_tree"]
 
 _CHAIN_LIMIT = 10_000  # deeper than any real tree; a loop in bad data ends here
 
@@ -41,13 +41,6 @@ def _key(call_id: str) -> int:
         except ValueError:
             pass
     return hash(call_id)
-
-
-class Submission(msgspec.Struct, gc=False):
-    """What a ``call.submit`` event says: which task was submitted, and when."""
-
-    task_id: str | None = None
-    timestamp: str = ""
 
 
 _SUBMISSION = msgspec.json.Decoder(Submission).decode
@@ -82,7 +75,7 @@ class Tree:
             found = _SUBMISSION(raw)
             if found.task_id:
                 self._submitted.setdefault(hash(found.task_id), nanoseconds(found.timestamp))
-        except (msgspec.DecodeError, ValueError):
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
             return
 
     def _top(self, call_id: str) -> int:
@@ -113,13 +106,17 @@ class Tree:
         return self._top(call.parent_call_id) in seen  # the top has no parent recorded
 
     def queue_s(self, call: Call) -> float | None:
-        """How long the first attempt of ``call``'s task waited after its submission."""
+        """How long the first attempt of ``call``'s task waited after its submission.
+
+        Never below 0, as the report says it: across machines, a clock behind another's
+        would make it so.
+        """
         if call.attempt or not call.task_id or not call.started:
             return None
         submitted = self._submitted.get(hash(call.task_id))
         if submitted is None:
             return None
-        return round((nanoseconds(call.started) - submitted) / 1e9, 6)
+        return max(round((nanoseconds(call.started) - submitted) / 1e9, 6), 0.0)
 
     def span(
         self,
@@ -170,19 +167,18 @@ class _Start(msgspec.Struct, gc=False):
 _START = msgspec.json.Decoder(_Start).decode
 
 
-def read_tree(processes: Iterable[list[Path]], others: Iterable[Path] = ()) -> Tree:
+def read_tree(processes: Iterable[list[Path]]) -> Tree:
     """Read the chain of every call, and every submission, of these processes' files.
 
     Only the ``call.start`` lines of children are decoded (a root's place needs nothing
-    kept), and ``call.submit`` lines: a million events take about a second.
+    kept), and ``call.submit`` lines (each process writes those it submitted in its own
+    file): a million events take about a second.
 
     Args:
         processes: Each process's files, oldest first (``calls.distinct_processes``).
-        others: Files with no calls that may hold ``call.submit`` lines (drivers' records).
     """
     tree = Tree()
-    files = [file for group in processes for file in group]
-    for file in [*files, *others]:
+    for file in [file for group in processes for file in group]:
         for lines in blocks(file):
             for raw in lines:
                 at = raw.find(b'"parent_call_id":', 0, 400)  # the kit's: in the first 400
