@@ -97,7 +97,7 @@ def print_tree(spans: list, parent: bytes = b"", depth: int = 0) -> None:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         print("parsed", ray.get(handle_request.remote(["a.example", "broken.example", "c"])))
         context = ray.get_runtime_context()
