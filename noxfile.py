@@ -54,6 +54,7 @@ def docs(session: nox.Session) -> None:
     session.install("-e", ".[docs]")
     session.run("python", "docs/screenshots.py")  # pictures made from real output
     session.run("python", "docs/depgraph.py")  # the rooms and their imports, from the code
+    session.run("python", "docs/otel_waterfall.py")  # a trace, drawn from its OTLP export
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
@@ -71,8 +72,8 @@ def browser(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Run every script in examples/ to completion, non-interactively."""
-    # notebook_tour.py, pytest_plugin.py; coverage_of_remote_code.py
-    session.install("-e", ".[notebook,coverage]", "pytest>=8")
+    # notebook_tour.py, pytest_plugin.py, otel_export.py, coverage_of_remote_code.py
+    session.install("-e", ".[notebook,otel,coverage]", "pytest>=8")
     scripts = sorted((HERE / "examples").glob("*.py"))
     if not scripts:
         session.error("no scripts in examples/")
