@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from raytrace_kit._serialization.report import SerializationReport
 
 __all__ = [
+    "CoverageError",
     "EventsNotFoundError",
     "ExportError",
     "InvalidOptionError",
@@ -133,6 +134,15 @@ class ProfileError(RaytraceKitError, RuntimeError):
 
 class ProfileNotFoundError(RaytraceKitError, FileNotFoundError):
     """There is no profile file where one was expected."""
+
+
+class CoverageError(RaytraceKitError, RuntimeError):
+    """Coverage of remote code cannot be measured as asked (the message says why and the fix).
+
+    ``raytrace_kit.coverage()`` and ``pytest --ray-cov`` raise it when coverage.py (or its
+    start-up file) is missing, or when Ray connects to a cluster whose workers were started
+    outside the run and so cannot be measured.
+    """
 
 
 class RaytraceKitWarning(UserWarning):

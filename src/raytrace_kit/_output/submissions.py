@@ -147,7 +147,11 @@ def rendered(identity: ProcessIdentity | None = None) -> bytes:
     if not pending:
         return b""
     with state.lock:
-        taken, state.submissions = state.submissions, []
+        # Taken from the list, not by swapping in a new one: record() in another thread
+        # may hold the list and append to it at any moment; its record stays, at the end.
+        count = len(pending)
+        taken = pending[:count]
+        del pending[:count]
     if identity is not None and any(entry[5] is not identity for entry in taken):
         # Another connection's records (ray.shutdown() then ray.init()): to their own file.
         state.submissions.extend(entry for entry in taken if entry[5] is not identity)
