@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from raytrace_kit._driver.blocks import ProfileBlock, profile_cpu, profile_memory
     from raytrace_kit._driver.cluster_report import report
     from raytrace_kit._driver.collect import collect
+    from raytrace_kit._driver.coverage import coverage
     from raytrace_kit._driver.decorate import debuggable
     from raytrace_kit._driver.function import DebuggableFunction
     from raytrace_kit._driver.live import top
@@ -47,11 +48,14 @@ if TYPE_CHECKING:
     from raytrace_kit._worker.runner import PinnedWorker
     from raytrace_kit._worker.stacks import ProcessStacks, ThreadStack
     from raytrace_kit.exceptions import (
+        CoverageError,
         EventsNotFoundError,
+        ExportError,
         InvalidOptionError,
         InvalidTargetError,
         InvalidValueError,
         LocalModeError,
+        MissingExtraError,
         NodeNotFoundError,
         NotSerializableError,
         ProfileError,
@@ -68,6 +72,7 @@ _LAZY = {
     "profile_cpu": "raytrace_kit._driver.blocks",
     "profile_memory": "raytrace_kit._driver.blocks",
     "collect": "raytrace_kit._driver.collect",
+    "coverage": "raytrace_kit._driver.coverage",
     "debuggable": "raytrace_kit._driver.decorate",
     "instrument": "raytrace_kit._driver.program",
     "DebuggableFunction": "raytrace_kit._driver.function",
@@ -112,11 +117,14 @@ _LAZY = {
     "PinnedWorker": "raytrace_kit._worker.runner",
     "ProcessStacks": "raytrace_kit._worker.stacks",
     "ThreadStack": "raytrace_kit._worker.stacks",
+    "CoverageError": "raytrace_kit.exceptions",
     "EventsNotFoundError": "raytrace_kit.exceptions",
+    "ExportError": "raytrace_kit.exceptions",
     "InvalidOptionError": "raytrace_kit.exceptions",
     "InvalidTargetError": "raytrace_kit.exceptions",
     "InvalidValueError": "raytrace_kit.exceptions",
     "LocalModeError": "raytrace_kit.exceptions",
+    "MissingExtraError": "raytrace_kit.exceptions",
     "NodeNotFoundError": "raytrace_kit.exceptions",
     "NotSerializableError": "raytrace_kit.exceptions",
     "ProfileError": "raytrace_kit.exceptions",
@@ -133,6 +141,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 __all__ = [
     "Call",
+    "CoverageError",
     "CpuStats",
     "DebugOptions",
     "DebuggableActorClass",
@@ -140,6 +149,7 @@ __all__ = [
     "DebuggerEndpoint",
     "EventsNotFoundError",
     "Explanation",
+    "ExportError",
     "Finding",
     "InvalidOptionError",
     "InvalidTargetError",
@@ -148,6 +158,7 @@ __all__ = [
     "LocalModeError",
     "LocalRef",
     "LocalRefGenerator",
+    "MissingExtraError",
     "NodeNotFoundError",
     "NotSerializableError",
     "Pin",
@@ -172,6 +183,7 @@ __all__ = [
     "attach_debugger",
     "check_serializable",
     "collect",
+    "coverage",
     "cpu_stats",
     "debuggable",
     "echo",

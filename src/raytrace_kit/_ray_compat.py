@@ -74,6 +74,7 @@ __all__ = [
     "ray_worker",
     "ref_of_future",
     "remote_name",
+    "replace_actor_executors",
     "token_auth_for_attach",
 ]
 
@@ -375,3 +376,24 @@ def python_class_of(actor_class: Any) -> type:
 def default_options_of(remote: Any) -> dict[str, Any]:
     """The options a ``RemoteFunction`` or ``ActorClass`` was declared with (a copy)."""
     return dict(remote._default_options)
+
+
+def replace_actor_executors(make: Callable[..., Any]) -> types.CodeType | None:
+    """Have Ray build each actor method's executor as ``make(name, method, bound, static)``.
+
+    Replaces ``ray._private.function_manager.FunctionActorManager._make_actor_method_executor``
+    (``bound``/``static``: that module's ``is_class_method``/``is_static_method``): the
+    executor runs in the method's thread, a thread of Ray's C++ core for a threaded actor,
+    where no public hook runs code. Returns the code of Ray's own executor (None: not found).
+    """
+    import ray._private.function_manager as fm  # noqa: PLC0415 -- in a worker, on first use
+
+    owner = fm.FunctionActorManager
+    consts = owner._make_actor_method_executor.__code__.co_consts
+    rays = [c for c in consts if getattr(c, "co_name", "") == "actor_method_executor"]
+
+    def make_executor(self: Any, name: str, method: Callable[..., Any]) -> Any:
+        return make(name, method, fm.is_class_method, fm.is_static_method)
+
+    patch("coverage.actor_methods", owner, "_make_actor_method_executor", make_executor)
+    return rays[0] if rays else None

@@ -10,6 +10,8 @@ Subcommands:
     collect             copy every node's files from a running cluster to here
     stuck               what every call in flight waits on, now; deadlocks named
     top, tail           a running cluster live; its events as they are written
+    export otlp|otlp-json [SOURCE]
+                        send the calls as OpenTelemetry spans to an endpoint, or a file
     sessions            the Ray sessions on this machine that hold kit records
 
 ``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the newest Ray
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from raytrace_kit._driver import launch, live_commands
+from raytrace_kit._reports.otel import command as otel_command
 
 __all__ = ["main"]
 
@@ -64,7 +67,6 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print it as JSON")
     report.add_argument("--since", help="only calls started at or after this ISO 8601 time")
     report.add_argument("--until", help="only calls started before this ISO 8601 time")
-    live_commands.add_address(report)
 
     events = add("events", help="print the events, one line each")
     events.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
@@ -122,7 +124,9 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=30.0, help="seconds to wait for the nodes (30)"
     )
 
-    live_commands.add_commands(add)
+    live_commands.add_commands(add, report)
+    otel_command.add_command(commands, [quiet])
+
     listed = add("sessions", help="the sessions on this machine that hold kit records")
     listed.add_argument("--json", action="store_true", help="print them as JSON")
     return parser
@@ -191,16 +195,9 @@ def _events(arguments: argparse.Namespace) -> int:
 
 
 def _report(arguments: argparse.Namespace) -> int:
-    import raytrace_kit  # noqa: PLC0415
-
-    if arguments.address is not None:  # computed on the cluster's nodes
-        made = live_commands.report(arguments, _on_cluster)
-        if isinstance(made, int):
-            return made
-    else:
-        made = raytrace_kit.report(
-            _session(arguments), since=arguments.since, until=arguments.until
-        )
+    made = live_commands.report(arguments, _on_cluster, _session)  # --address: on the nodes
+    if isinstance(made, int):
+        return made
     if arguments.html is not None:
         made.save_html(arguments.html)
         print(json.dumps(made.to_dict(), indent=1) if arguments.json else arguments.html)
@@ -338,6 +335,10 @@ def _attached(how: str) -> str:
     return header.cluster_line(context.gcs_address, session_dir, alive, how, summary)
 
 
+def _export(arguments: argparse.Namespace) -> int:
+    return otel_command.run(arguments, _session(arguments))
+
+
 def _sessions(arguments: argparse.Namespace) -> int:
     from raytrace_kit._reports import header  # noqa: PLC0415
     from raytrace_kit._reports.sessions import sessions  # noqa: PLC0415
@@ -358,6 +359,7 @@ _COMMANDS = {
     "explain": _explain,
     "collect": _collect,
     "stuck": _stuck,
+    "export": _export,
     "sessions": _sessions,
     **live_commands.commands(_on_cluster),  # top, tail: attached as stuck and collect are
 }

@@ -92,9 +92,12 @@ class _Process:
         end = encode.call_line("call.end", level, members, tail)
         self.writer.write(_stamped(end, at + seconds))
 
-    def submit(self, task: str, function: str, at: float, site: str) -> None:
-        prefix = submissions.submit_prefix(function, "task", {"CPU": 1.0}, None)
-        line = submissions.submit_line(at, prefix, task, None, None, self.identity, site, None)
+    def submit(
+        self, task: str, function: str, at: float, site: str, actor: str | None = None
+    ) -> None:
+        kind = "actor_method" if actor else "task"
+        prefix = submissions.submit_prefix(function, kind, {"CPU": 1.0}, None)
+        line = submissions.submit_line(at, prefix, task, actor, None, self.identity, site, None)
         self.writer.write(line)
 
 
@@ -102,7 +105,7 @@ def _task(number: int) -> str:
     return f"{number:016x}".ljust(48, "f")
 
 
-def _write_run(root: Path) -> None:
+def _write_run(root: Path) -> None:  # noqa: PLR0912 -- one scenario
     t0 = KNOWN_START
     driver = _Process(root, 0, 100)
     workers = [_Process(root, node, 200 + node) for node in range(3)]
@@ -138,11 +141,37 @@ def _write_run(root: Path) -> None:
     more[2].call("00000000000e0000", "jobs.crash", t0 + 30, None)
     # A call that reported itself stuck, then ended, on node 1.
     more[1].call("00000000000f0000", "jobs.hang", t0 + 31, 70.0, stuck=61.0)
-    # One actor on node 2 running its calls back to back while little else runs.
+    # One actor on node 2 running its calls back to back while little else runs: the
+    # driver submitted them all at once, so they waited for each other in its queue.
     actor = _Process(root, 2, 400)
     for k in range(70):
+        task = _task(2000 + k)
+        driver.submit(task, "jobs.Store.put", t0 + 109, "main.py:40", actor="a1" * 16)
         actor.call(f"0000000000a1{k:04x}", "jobs.Store.put", t0 + 110 + 2 * k, 2.0,
-                   actor="a1" * 16)  # fmt: skip
+                   actor="a1" * 16, task=task)  # fmt: skip
+    # A ray.get in a loop in the driver (main.py:30): each call submitted after the one
+    # before ended, on nodes 1 and 2; one failed on node 1 and ran again on node 2, one
+    # ran on the driver's own node, failed there, and ran again on node 1: both retries
+    # ended after the next call was submitted (their tasks' last ends count).
+    at = t0 + 260
+    for k in range(8):
+        task = _task(3000 + k)
+        driver.submit(task, "jobs.step2", at, "main.py:30")
+        if k == 3:
+            workers[1].call(f"00000000003{k:05x}", "jobs.step2", at + 0.01, 0.1, task=task,
+                            error=OSError("flaky disk"))  # fmt: skip
+            workers[2].call(f"00000000004{k:05x}", "jobs.step2", at + 0.2, 0.3, task=task,
+                            attempt=1)  # fmt: skip
+            at += 0.4
+        elif k == 5:
+            more[0].call(f"00000000003{k:05x}", "jobs.step2", at + 0.01, 0.1, task=task,
+                         error=OSError("flaky disk"))  # fmt: skip
+            workers[1].call(f"00000000004{k:05x}", "jobs.step2", at + 0.2, 0.3, task=task,
+                            attempt=1)  # fmt: skip
+            at += 0.4
+        else:
+            workers[1 + k % 2].call(f"00000000003{k:05x}", "jobs.step2", at + 0.01, 0.1, task=task)
+            at += 0.2
     # Forty more short-lived processes, a call each: more lanes than a picture draws.
     for k in range(40):
         _Process(root, k % 3, 1000 + k).call(
@@ -190,16 +219,20 @@ class TestMergedReport:
         assert "Calls submitted and waited on one at a time by jobs.fan_out" in titles
         assert "The driver waited on a straggler: jobs.work" in titles
         assert any(t.startswith("Memory grows call after call: pid 301") for t in titles)
-        # Five failed calls; jobs.flaky's retry on another node saved its task.
-        assert (merged.overview["failed"], merged.overview["failed_tasks"]) == (5, 4)
+        # Seven failed calls; retries on other nodes saved jobs.flaky's and jobs.step2's.
+        assert (merged.overview["failed"], merged.overview["failed_tasks"]) == (7, 4)
         assert [(f["function"], f["count"], len(f["nodes"])) for f in merged.failures] == [
-            ("jobs.parse", 4, 2), ("jobs.flaky", 1, 1),
+            ("jobs.parse", 4, 2), ("jobs.step2", 2, 2), ("jobs.flaky", 1, 1),
         ]  # fmt: skip
         assert [n["task_id"] for n in merged.never_started] == [_task(i) for i in range(60, 64)]
-        assert merged.queued[0]["count"] == 60
+        assert {row["function"]: row["count"] for row in merged.queued}["jobs.work"] == 60
         assert merged.stuck[0]["where"] == "/app/jobs.py:40"
         assert merged.charts["lanes_not_drawn"] > 0
         assert "One actor serializes the work: jobs.Store (a1a1a1a1a1a1)" in titles
+        (store,) = [f for f in merged.findings if f.title.startswith("One actor serializes")]
+        assert "waited for each other in its queue, the longest 139" in store.evidence
+        (loop,) = [f for f in merged.findings if f.title.endswith("main.py:30")]
+        assert loop.evidence.startswith("5 of the 8 calls submitted at main.py:30")
 
     def test_a_window_merges_the_same(self, tmp_path: Path) -> None:
         _write_run(tmp_path)

@@ -13,23 +13,21 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_address", "add_commands", "commands", "report"]
+__all__ = ["add_commands", "commands", "report"]
 
 OnCluster = Callable[[argparse.Namespace, Callable[[], Any]], Any]
 _EXIT_USAGE = 2
 
 
-def add_address(report: argparse.ArgumentParser) -> None:
-    """``report --address``: its option."""
+def add_commands(
+    add: Callable[..., argparse.ArgumentParser], report: argparse.ArgumentParser
+) -> None:
+    """Add ``top`` and ``tail`` to the ``raytrace-kit`` command, and ``--address`` to ``report``."""
     report.add_argument(
         "--address",
         help="report on a running cluster (HOST:PORT, or auto): each node tallies its own "
         "files and only the tallies travel; the same report as collect, then report",
     )
-
-
-def add_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add ``top`` and ``tail`` to the ``raytrace-kit`` command's subcommands."""
     top = add(
         "top",
         help="watch a running cluster live: functions, stragglers, failures, nodes",
@@ -58,13 +56,22 @@ def add_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
     tail.add_argument("--json", action="store_true", help="JSON lines as written (for jq)")
 
 
-def report(arguments: argparse.Namespace, on_cluster: OnCluster) -> Any:
-    """``report --address``: the report, or an exit code."""
+def report(
+    arguments: argparse.Namespace,
+    on_cluster: OnCluster,
+    session: Callable[[argparse.Namespace], Any],
+) -> Any:
+    """``report``: of ``SOURCE`` (its ``session``), or with ``--address`` of a cluster's nodes.
+
+    The report, or an exit code.
+    """
+    import raytrace_kit  # noqa: PLC0415
+
+    if arguments.address is None:
+        return raytrace_kit.report(session(arguments), since=arguments.since, until=arguments.until)
     if arguments.source != "latest":
         print("raytrace-kit report: give SOURCE or --address, not both", file=sys.stderr)
         return _EXIT_USAGE
-    import raytrace_kit  # noqa: PLC0415
-
     return on_cluster(
         arguments,
         lambda: raytrace_kit.report(

@@ -1,18 +1,21 @@
-"""Submissions joined to their calls' starts across nodes, without bringing them to one place.
+"""Submissions joined to their calls' starts and ends across nodes, without one place for all.
 
-A call's ``call.submit`` is written where it was submitted and its ``call.start`` where it
-ran: a report's time in queue (and its calls never started) needs both. On each node
+A call's ``call.submit`` is written where it was submitted, its ``call.start`` and
+``call.end`` where it ran (a retry perhaps on a third node): a report's time in queue,
+its calls never started, its actors' queues and the driver's ``ray.get`` loops (each
+driver call's submission against its task's last end) need both. On each node
 :class:`NodeQueues` joins what it holds both halves of; the rest is split by task key
 into as many parts as there are nodes (:meth:`NodeQueues.split`), part ``j`` goes to node
 ``j`` (through Ray's object store: node to node, the caller passes only references), and
 each node joins its part (:func:`join`). The caller gets, per node, each function's waits
-packed (about a byte each) and the first calls never started: what a report of all the
-files computes, in the same order, with the same floats (times are whole microseconds
-here and become the floats ``queues.Clock`` makes).
+packed (about a byte each), the first calls never started, each actor's longest wait and
+the driver's calls by line: what a report of all the files computes, with the same
+floats (times travel as whole microseconds and become the floats ``queues.Clock`` makes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -28,10 +31,22 @@ from raytrace_kit._reports.packing import (
 )
 from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues
 
-__all__ = ["KEEP_TASK_IDS", "NodeQueues", "from_micros", "join", "micros"]
+__all__ = [
+    "KEEP_TASK_IDS",
+    "NodeQueues",
+    "Record",
+    "from_micros",
+    "join",
+    "micros",
+    "unpack_lines",
+]
 
 KEEP_TASK_IDS = 4 * MAX_LISTED  # submissions whose task id a report keeps (queues.py)
 _DECODE_SUBMIT = msgspec.json.Decoder(Submission).decode
+_NONE = -1  # no such time (a task with no end)
+
+# A submission: (submitted, function, site, task id (the first few), index, actor, by driver)
+Record = tuple[int, str, str | None, str | None, int, str | None, bool]
 
 
 def micros(stamp: str, clock: Clock | None = None) -> int:
@@ -46,15 +61,59 @@ def from_micros(value: int) -> float:
     return float(value // 1_000_000) + (value % 1_000_000) / 1e6
 
 
+class _Lines:
+    """The driver's calls by the line that submitted them: submitted, the task's last end."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str | None, list[tuple[int, int]]] = {}
+        self.first: dict[str | None, int] = {}  # each line's first submission (its order)
+
+    def add(self, site: str | None, order: int, submitted: int, ended: int | None) -> None:
+        self.calls.setdefault(site, []).append((submitted, _NONE if ended is None else ended))
+        self.first[site] = min(self.first.get(site, order), order)
+
+    def packed(self) -> dict[str | None, tuple[bytes, bytes, int]]:
+        found = {}
+        for site, calls in self.calls.items():
+            calls.sort()
+            ends = [end - when if end != _NONE else _NONE for when, end in calls]
+            found[site] = (
+                pack_ints([when for when, _ in calls]),
+                pack_ints(ends),
+                self.first[site],
+            )
+        return found
+
+
+def unpack_lines(packed: tuple[bytes, bytes, int]) -> list[tuple[float, float | None]]:
+    """A line's calls as ``queues`` keeps them: (submitted, the task's last end or None)."""
+    whens, ends = unpack_ints(packed[0]), unpack_ints(packed[1])
+    return [
+        (from_micros(when), None if end == _NONE else from_micros(when + end))
+        for when, end in zip(whens, ends, strict=True)
+    ]
+
+
+def _actors(waits: Iterable[tuple[str, float]]) -> dict[str, tuple[int, float]]:
+    """Each actor's calls' count and longest time in queue."""
+    found: dict[str, tuple[int, float]] = {}
+    for actor, wait in waits:
+        count, longest = found.get(actor, (0, 0.0))
+        found[actor] = (count + 1, max(longest, wait))
+    return found
+
+
 class NodeQueues(Queues):
     """:class:`Queues` keyed alike in every process, with times as whole microseconds."""
 
-    def __init__(self, *, joined: bool) -> None:
-        super().__init__(joined=joined)
-        self.whole = Clock()
-        # key -> (submitted, function, site, task id for the first KEEP_TASK_IDS, index)
-        self.records: dict[int, tuple[int, str, str | None, str | None, int]] = {}
-        self.first_starts: dict[int, int] = {}
+    def __init__(self, *, joined: bool, since: str | None, until: str | None) -> None:
+        super().__init__(joined=joined, since=since, until=until)
+        self.records: dict[int, Record] = {}
+        self.first_starts: dict[int, int] = {}  # task -> its first attempt's start
+        self.last_ends: dict[int, int] = {}  # task -> its last end, of any attempt here
+        self.retried: set[int] = set()  # tasks with a later attempt here
+        self.joined_here: set[int] = set()
+        self.deferred: list[tuple[int, Record, int | None]] = []  # see here()
 
     def line(self, raw: bytes) -> None:
         if b'"event":"call.submit"' not in raw[:120]:
@@ -64,42 +123,73 @@ class NodeQueues(Queues):
             record = _DECODE_SUBMIT(raw)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return  # a line cut short by a killed process
-        if record.task_id and record.timestamp:
+        stamp = record.timestamp
+        if (self.since is not None and stamp < self.since) or (
+            self.until is not None and stamp >= self.until
+        ):
+            return
+        if record.task_id and stamp:
             key = task_key(record.task_id)
             if key not in self.records:
                 index = len(self.records)
-                kept = record.task_id if index < KEEP_TASK_IDS else None
-                stamp = micros(record.timestamp, self.whole)
-                self.records[key] = (stamp, record.function, record.site, kept, index)
+                self.records[key] = (
+                    micros(stamp, self.clock), record.function, record.site,
+                    record.task_id if index < KEEP_TASK_IDS else None, index,
+                    record.actor_id if record.kind == "actor_method" else None,
+                    record.parent_call_id is None,
+                )  # fmt: skip
 
-    def start(self, task_id: str, begun: str) -> None:
+    def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
         key = task_key(task_id)
-        if key not in self.first_starts and begun:
-            self.first_starts[key] = micros(begun, self.whole)
+        if attempt:
+            self.retried.add(key)
+        elif begun and key not in self.first_starts:
+            self.first_starts[key] = micros(begun, self.clock)
+        if ended:
+            when = micros(ended, self.clock)
+            if when > self.last_ends.get(key, _NONE):
+                self.last_ends[key] = when
 
-    def here(self) -> dict[str, Any]:
-        """What joins here: each function's waits (packed), its first joined submission.
+    def here(self, failed: set[int]) -> dict[str, Any]:
+        """What joins here: each function's waits (packed), its first joined submission...
 
-        The submissions and starts that do not join here are kept for :meth:`split`.
+        ...each actor's waits' count and longest, and the driver's calls by line whose task
+        ended here for good (its one attempt ran here and did not fail: ``failed`` are the
+        keys of tasks with a failed attempt here). A driver's call whose task may have run
+        again elsewhere waits for :meth:`split`, with the other halves.
         """
-        starts = self.first_starts
         waits: dict[str, list[float]] = {}
         first: dict[str, int] = {}
-        left = {}
+        actors: list[tuple[str, float]] = []
+        lines = _Lines()
+        left: dict[int, Record] = {}
+        starts, ends = self.first_starts, self.last_ends
         for key, row in self.records.items():
-            begun = starts.pop(key, None)
+            begun = starts.get(key)
             if begun is None:
                 left[key] = row
                 continue
-            function = row[1]
+            when, function, site, _, index, actor, by_driver = row
+            waited = max(from_micros(begun) - from_micros(when), 0.0)
             if function not in waits:
-                waits[function], first[function] = [], row[4]
-            waits[function].append(max(from_micros(begun) - from_micros(row[0]), 0.0))
+                waits[function], first[function] = [], index
+            waits[function].append(waited)
+            if actor:
+                actors.append((actor, waited))
+            if by_driver and site:
+                ended = ends.get(key)
+                if ended is None or key in failed or key in self.retried:
+                    self.deferred.append((key, row, ended))
+                else:
+                    lines.add(site, index, when, ended)
+        self.joined_here = set(self.records) - set(left)
         self.records = left
         return {
-            "count": len(self.records) + sum(map(len, waits.values())),
+            "count": len(self.records) + len(self.joined_here),
             "waits": {function: pack_floats(values) for function, values in waits.items()},
             "first": first,
+            "actors": _actors(actors),
+            "lines": lines.packed(),
             "stuck": list(self.stuck.values()),
         }
 
@@ -114,37 +204,50 @@ class NodeQueues(Queues):
         ``offset`` is how many submissions the nodes before this one read (the order of
         reading decides which task ids a report keeps, and which calls it lists first).
         """
-        rows: list[list[tuple[int, tuple[int, str, str | None, str | None, int]]]] = [
-            [] for _ in range(parts)
-        ]
+        rows: list[list[tuple[int, Record]]] = [[] for _ in range(parts)]
         for key, row in self.records.items():
             rows[key % parts].append((key, row))
-        starts: list[list[tuple[int, int]]] = [[] for _ in range(parts)]
-        for key, stamp in self.first_starts.items():
-            starts[key % parts].append((key, stamp))
-        return [_part(offset, mine, theirs) for mine, theirs in zip(rows, starts, strict=True)]
+        deferred: list[list[tuple[int, Record, int | None]]] = [[] for _ in range(parts)]
+        for item in self.deferred:
+            deferred[item[0] % parts].append(item)
+        halves: list[list[tuple[int, int, int]]] = [[] for _ in range(parts)]
+        for key in dict.fromkeys([*self.first_starts, *self.last_ends]):
+            if key not in self.joined_here:  # submitted elsewhere, or retried here
+                start = self.first_starts.get(key, _NONE)
+                halves[key % parts].append((key, start, self.last_ends.get(key, _NONE)))
+        return [_part(offset, rows[j], deferred[j], halves[j]) for j in range(parts)]
 
 
 def _part(
     offset: int,
-    rows: list[tuple[int, tuple[int, str, str | None, str | None, int]]],
-    starts: list[tuple[int, int]],
+    rows: list[tuple[int, Record]],
+    deferred: list[tuple[int, Record, int | None]],
+    halves: list[tuple[int, int, int]],
 ) -> dict[str, Any]:
-    functions = list(dict.fromkeys(row[1] for _, row in rows))
-    sites = list(dict.fromkeys(row[2] for _, row in rows))
-    number = {name: i for i, name in enumerate(functions)}
-    place = {name: i for i, name in enumerate(sites)}
+    everything = [row for _, row in rows] + [row for _, row, _ in deferred]
+    names = list(dict.fromkeys(name for row in everything for name in (row[1], row[2], row[5])))
+    number = {name: i for i, name in enumerate(names)}
     return {
         "offset": offset,
+        "names": names,  # functions, sites and actors, numbered once
         "keys": pack_keys([key for key, _ in rows]),
         "stamps": pack_ints([row[0] for _, row in rows]),
         "functions": pack_ints([number[row[1]] for _, row in rows]),
-        "sites": pack_ints([place[row[2]] for _, row in rows]),
+        "sites": pack_ints([number[row[2]] for _, row in rows]),
         "index": pack_ints([row[4] for _, row in rows]),
-        "names": functions,
-        "site_names": sites,
-        "start_keys": pack_keys([key for key, _ in starts]),
-        "start_stamps": pack_ints([stamp for _, stamp in starts]),
+        "actors": pack_ints([number[row[5]] for _, row in rows]),
+        "by_driver": pack_ints([int(row[6]) for _, row in rows]),
+        "deferred": pack_keys([key for key, _, _ in deferred]),
+        "deferred_rows": pack_ints(
+            [
+                value
+                for _, row, ended in deferred
+                for value in (row[0], number[row[2]], row[4], _NONE if ended is None else ended)
+            ]
+        ),
+        "start_keys": pack_keys([key for key, _, _ in halves]),
+        "start_stamps": pack_ints([start for _, start, _ in halves]),
+        "end_stamps": pack_ints([end for _, _, end in halves]),
     }
 
 
@@ -152,41 +255,62 @@ def join(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """One node's part of the join: the parts every node sent it, in the nodes' order.
 
     Returns each function's waits (packed) and its first joined submission (in the order
-    all nodes' submissions are read), how many never started, and the first of those
-    (at most a report's ``MAX_LISTED``, each with its ``order``, and where it was read: the
-    ``rank`` of its node and its ``index`` there, to ask its task id by).
+    all nodes' submissions are read), each actor's waits' count and longest, the driver's
+    calls by line, how many never started, and the first of those (at most a report's
+    ``MAX_LISTED``, each with its ``order``, and where it was read: the ``rank`` of its
+    node and its ``index`` there, to ask its task id by).
     """
     started: dict[int, int] = {}
+    ended: dict[int, int] = {}
     for part in parts:
-        keys, stamps = unpack_keys(part["start_keys"]), unpack_ints(part["start_stamps"])
-        for key, stamp in zip(keys, stamps, strict=True):
-            started.setdefault(key, stamp)
+        for key, start, end in zip(
+            unpack_keys(part["start_keys"]), unpack_ints(part["start_stamps"]),
+            unpack_ints(part["end_stamps"]), strict=True,
+        ):  # fmt: skip
+            if start != _NONE:
+                started.setdefault(key, start)
+            if end > ended.get(key, _NONE):
+                ended[key] = end
     waits: dict[str, list[float]] = {}
     first: dict[str, int] = {}
+    actors: list[tuple[str, float]] = []
+    lines = _Lines()
     never: list[dict[str, Any]] = []
     count = 0
     for rank, part in enumerate(parts):
-        offset, names, sites = part["offset"], part["names"], part["site_names"]
-        for key, stamp, function, site, index in zip(
+        offset, names = part["offset"], part["names"]
+        for key, stamp, function, site, index, actor, by_driver in zip(
             unpack_keys(part["keys"]), unpack_ints(part["stamps"]),
             unpack_ints(part["functions"]), unpack_ints(part["sites"]),
-            unpack_ints(part["index"]), strict=True,
+            unpack_ints(part["index"]), unpack_ints(part["actors"]),
+            unpack_ints(part["by_driver"]), strict=True,
         ):  # fmt: skip
             order = offset + index
+            if by_driver and names[site]:
+                lines.add(names[site], order, stamp, ended.get(key))
             begun = started.get(key)
             if begun is None:
                 count += 1
                 if len(never) < MAX_LISTED:  # its task id, if a report keeps it: asked later
                     never.append({"order": order, "rank": rank, "index": index,
                                   "function": names[function], "submitted": from_micros(stamp),
-                                  "site": sites[site], "task_id": None})  # fmt: skip
+                                  "site": names[site], "task_id": None})  # fmt: skip
                 continue
-            name = names[function]
-            waits.setdefault(name, []).append(max(from_micros(begun) - from_micros(stamp), 0.0))
+            name, waited = names[function], max(from_micros(begun) - from_micros(stamp), 0.0)
+            waits.setdefault(name, []).append(waited)
             first[name] = min(first.get(name, order), order)
+            if names[actor]:
+                actors.append((names[actor], waited))
+        values = unpack_ints(part["deferred_rows"])
+        for key, at in zip(unpack_keys(part["deferred"]), range(0, len(values), 4), strict=True):
+            stamp, site, index, end = values[at : at + 4]
+            last = max(end, ended.get(key, _NONE))
+            lines.add(names[site], offset + index, stamp, None if last == _NONE else last)
     return {
         "waits": {name: pack_floats(values) for name, values in waits.items()},
         "first": first,
+        "actors": _actors(actors),
+        "lines": lines.packed(),
         "never": never,
         "never_count": count,
     }

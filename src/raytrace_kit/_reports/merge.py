@@ -24,7 +24,7 @@ from typing import Any
 from raytrace_kit._output.schema import Call, Stuck
 from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.driver import LONG_WAITS, DriverRecord, Site, Waited
-from raytrace_kit._reports.joins import KEEP_TASK_IDS
+from raytrace_kit._reports.joins import KEEP_TASK_IDS, unpack_lines
 from raytrace_kit._reports.lanes import LANES_DRAWN, Lane
 from raytrace_kit._reports.names import CallNames
 from raytrace_kit._reports.packing import unpack_floats, unpack_ints, unpack_keys
@@ -80,8 +80,9 @@ def cluster_report(
     for row in found["never"]:
         row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
     flown = flights(
-        found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get
-    )
+        found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get,
+        found["lines"], found["actors"],
+    )  # fmt: skip
     files = sum(answer["files"] for answer in prepared)
     return finish(tally, driver, Queues(joined=joined), flown, ray_logs, source=source, files=files)
 
@@ -310,23 +311,34 @@ def _flights(
     """
     waits: dict[str, array[float]] = {}
     first: dict[str, int] = {}
+    lines: dict[str | None, list[tuple[float, float | None]]] = {}
+    line_first: dict[str | None, int] = {}
+    actors: dict[str, tuple[int, float]] = {}
     stuck: dict[str, Stuck] = {}
+    never: list[dict[str, Any]] = []
+
+    def take(answer: dict[str, Any], offset: int) -> None:
+        for function, packed in answer["waits"].items():
+            waits.setdefault(function, array("d")).extend(unpack_floats(packed))
+            at = offset + answer["first"][function]
+            first[function] = min(first.get(function, at), at)
+        for site, packed in answer["lines"].items():
+            lines.setdefault(site, []).extend(unpack_lines(packed))
+            at = offset + packed[2]
+            line_first[site] = min(line_first.get(site, at), at)
+        for actor, (count, longest) in answer["actors"].items():
+            known = actors.get(actor, (0, 0.0))
+            actors[actor] = (known[0] + count, max(known[1], longest))
+
     offset = 0
     for part in parts:  # what each node joined itself
-        for function, packed in part["waits"].items():
-            waits.setdefault(function, array("d")).extend(unpack_floats(packed))
-            at = offset + part["first"][function]
-            first[function] = min(first.get(function, at), at)
+        take(part, offset)
         for event in part["stuck"]:
             if event.call_id in stuck or len(stuck) < MAX_LISTED:
                 stuck[event.call_id] = event
         offset += part["count"]
-    never: list[dict[str, Any]] = []
-    for answer in joins:  # what the nodes joined of each other's halves
-        for function, packed in answer["waits"].items():
-            waits.setdefault(function, array("d")).extend(unpack_floats(packed))
-            at = answer["first"][function]
-            first[function] = min(first.get(function, at), at)
+    for answer in joins:  # what the nodes joined of each other's halves (orders are global)
+        take(answer, 0)
         never.extend(answer["never"])
     never.sort(key=lambda row: row["order"])  # the first in the order a report reads them
     never = never[:MAX_LISTED]
@@ -334,6 +346,11 @@ def _flights(
     for row in never:
         if row.pop("order") < KEEP_TASK_IDS:
             kept.setdefault(row["rank"], []).append(row["index"])
-    ordered = {name: waits[name] for name in sorted(waits, key=lambda n: first[n])}
-    count = sum(answer["never_count"] for answer in joins)
-    return {"waits": ordered, "never": never, "count": count, "stuck": stuck.values()}, kept
+    return {
+        "waits": {name: waits[name] for name in sorted(waits, key=lambda n: first[n])},
+        "never": never,
+        "count": sum(answer["never_count"] for answer in joins),
+        "stuck": stuck.values(),
+        "lines": {site: lines[site] for site in sorted(lines, key=lambda s: line_first[s])},
+        "actors": actors,
+    }, kept

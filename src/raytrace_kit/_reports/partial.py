@@ -106,7 +106,7 @@ class NodeReport:
 
         ``waits`` are the task keys of each of the driver's long waits (merged).
         """
-        queues = self._queues = NodeQueues(joined=joined)
+        queues = self._queues = NodeQueues(joined=joined, since=since, until=until)
         waited = _ByKey({key: None for wait in waits for key in wait}) if waits else None
         tally = Tally(since, until, waited=waited, queues=queues)
         line = StartLine()
@@ -165,7 +165,7 @@ class NodeReport:
                 for lane in tally.lanes
             ],
             "waits": [_wait_summary(waited, wait) for wait in waits] if waited else [],
-            "queues": queues.here(),
+            "queues": queues.here({task_key(task) for task in tally.failed_tasks}),
             "stuck_status": tally.stuck_status,
         }
 
