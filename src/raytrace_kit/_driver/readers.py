@@ -82,10 +82,10 @@ class NodeReader:
         self.shipped = [len(pickle.dumps(piece)) for piece in pieces]
         return [ray.put(piece) for piece in pieces]
 
-    def join(self, refs: list[Any]) -> dict[str, Any]:
+    def join(self, refs: list[Any], latest: dict[str, int]) -> dict[str, Any]:
         """This node's part of the join, from the parts every node put for it."""
         assert self.report is not None  # noqa: S101 -- split() came first
-        return self.report.join(ray.get(refs))
+        return self.report.join(ray.get(refs), latest)
 
     def pieces(self) -> list[int]:
         """The bytes of each part :meth:`split` made (a benchmark's figure)."""

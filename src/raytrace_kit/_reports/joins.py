@@ -65,16 +65,32 @@ class _Lines:
     """The driver's calls by the line that submitted them: submitted, the task's last end."""
 
     def __init__(self) -> None:
-        self.calls: dict[str | None, list[tuple[int, int]]] = {}
-        self.first: dict[str | None, int] = {}  # each line's first submission (its order)
+        self.calls: dict[str, list[tuple[int, int]]] = {}
+        self.first: dict[str, int] = {}  # each line's first submission (its order)
 
-    def add(self, site: str | None, order: int, submitted: int, ended: int | None) -> None:
+    def add(self, site: str, order: int, submitted: int, ended: int | None) -> None:
         self.calls.setdefault(site, []).append((submitted, _NONE if ended is None else ended))
         self.first[site] = min(self.first.get(site, order), order)
 
-    def packed(self) -> dict[str | None, tuple[bytes, bytes, int]]:
-        found = {}
+    def under(self, latest: dict[str, int]) -> dict[str, int]:
+        """Per line, its calls that ended by ``latest[line]`` (the line's last submission).
+
+        A call followed at its line by one submitted after it ended (a loop's step) ended
+        by then: this bounds how many steps of a loop a line can have.
+        """
+        found: dict[str, int] = {}
         for site, calls in self.calls.items():
+            last = latest.get(site, _NONE)
+            found[site] = sum(1 for _, end in calls if end != _NONE and end <= last)
+        return found
+
+    def packed(self, sites: Iterable[str]) -> dict[str, tuple[bytes, bytes, int]]:
+        """The calls of ``sites``, packed (sorted by submission; ends after it)."""
+        found = {}
+        for site in sites:
+            calls = self.calls.get(site)
+            if calls is None:
+                continue
             calls.sort()
             ends = [end - when if end != _NONE else _NONE for when, end in calls]
             found[site] = (
@@ -114,6 +130,7 @@ class NodeQueues(Queues):
         self.retried: set[int] = set()  # tasks with a later attempt here
         self.joined_here: set[int] = set()
         self.deferred: list[tuple[int, Record, int | None]] = []  # see here()
+        self.lines = _Lines()  # the driver's calls finished here, then those joined here
 
     def line(self, raw: bytes) -> None:
         if b'"event":"call.submit"' not in raw[:120]:
@@ -161,10 +178,14 @@ class NodeQueues(Queues):
         waits: dict[str, list[float]] = {}
         first: dict[str, int] = {}
         actors: list[tuple[str, float]] = []
-        lines = _Lines()
+        lines = self.lines
         left: dict[int, Record] = {}
         starts, ends = self.first_starts, self.last_ends
+        sites: dict[str, tuple[int, int, int]] = {}  # count, last submission, first
         for key, row in self.records.items():
+            if row[6] and row[2]:  # a driver's call, by its line
+                count, last, order = sites.get(row[2], (0, _NONE, row[4]))
+                sites[row[2]] = (count + 1, max(last, row[0]), order)
             begun = starts.get(key)
             if begun is None:
                 left[key] = row
@@ -189,7 +210,7 @@ class NodeQueues(Queues):
             "waits": {function: pack_floats(values) for function, values in waits.items()},
             "first": first,
             "actors": _actors(actors),
-            "lines": lines.packed(),
+            "sites": sites,
             "stuck": list(self.stuck.values()),
         }
 
@@ -251,14 +272,16 @@ def _part(
     }
 
 
-def join(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def join(parts: list[dict[str, Any]], latest: dict[str, int], lines: _Lines) -> dict[str, Any]:
     """One node's part of the join: the parts every node sent it, in the nodes' order.
 
     Returns each function's waits (packed) and its first joined submission (in the order
-    all nodes' submissions are read), each actor's waits' count and longest, the driver's
-    calls by line, how many never started, and the first of those (at most a report's
-    ``MAX_LISTED``, each with its ``order``, and where it was read: the ``rank`` of its
-    node and its ``index`` there, to ask its task id by).
+    all nodes' submissions are read), each actor's waits' count and longest, how many
+    never started, and the first of those (at most a report's ``MAX_LISTED``, each with
+    its ``order``, and where it was read: the ``rank`` of its node and its ``index``
+    there, to ask its task id by). The driver's calls go to ``lines`` (this node's, with
+    those it finished itself); what travels of them is, per line, how many ended by its
+    last submission (``latest``, merged): only lines that may be loops are asked for more.
     """
     started: dict[int, int] = {}
     ended: dict[int, int] = {}
@@ -274,7 +297,6 @@ def join(parts: list[dict[str, Any]]) -> dict[str, Any]:
     waits: dict[str, list[float]] = {}
     first: dict[str, int] = {}
     actors: list[tuple[str, float]] = []
-    lines = _Lines()
     never: list[dict[str, Any]] = []
     count = 0
     for rank, part in enumerate(parts):
@@ -310,7 +332,7 @@ def join(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "waits": {name: pack_floats(values) for name, values in waits.items()},
         "first": first,
         "actors": _actors(actors),
-        "lines": lines.packed(),
+        "under": lines.under(latest),
         "never": never,
         "never_count": count,
     }

@@ -29,7 +29,7 @@ from raytrace_kit._reports.lanes import LANES_DRAWN, Lane
 from raytrace_kit._reports.names import CallNames
 from raytrace_kit._reports.packing import unpack_floats, unpack_ints, unpack_keys
 from raytrace_kit._reports.partial import LANE_AS_IS
-from raytrace_kit._reports.queues import MAX_LISTED, Queues, flights
+from raytrace_kit._reports.queues import LOOP_MIN, MAX_LISTED, Queues, flights
 from raytrace_kit._reports.report import RayLogs, Report, finish
 from raytrace_kit._reports.rules import SERIAL_MIN_CHILDREN
 from raytrace_kit._reports.tally import MAX_LISTED as LISTED
@@ -53,8 +53,11 @@ def cluster_report(
     partials = ask("tally", [(since, until, joined, waits)] * nodes)
     queued = [part["queues"] for part in partials]
     offsets = [sum(q["count"] for q in queued[:rank]) for rank in range(nodes)]
+    sites = _sites(queued, offsets)
+    latest = {site: last for site, (_, last, _) in sites.items()}
     pieces = ask("split", [(offsets[rank], nodes) for rank in range(nodes)])
-    joins = ask("join", [([pieces[i][j] for i in range(nodes)],) for j in range(nodes)])
+    joins = ask("join", [([pieces[i][j] for i in range(nodes)], latest) for j in range(nodes)])
+    loops = _maybe_loops(sites, joins)
     tally = _tally(partials, since, until)
     tally.waited = _waited(waits, partials) if waits else None
     candidates = list(tally.children)
@@ -63,7 +66,10 @@ def cluster_report(
     found, kept = _flights(queued, joins)
     details = ask(
         "details",
-        [(candidates, chosen.get(rank, []), workers, kept.get(rank, [])) for rank in range(nodes)],
+        [
+            (candidates, chosen.get(rank, []), workers, kept.get(rank, []), loops)
+            for rank in range(nodes)
+        ],
     )
     tally.names = _Known({k: v for answer in details for k, v in answer["names"].items()})
     tally.lanes = _lanes(partials, details)
@@ -79,12 +85,44 @@ def cluster_report(
     )
     for row in found["never"]:
         row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
+    lines = {site: [call for answer in details if site in answer["lines"]
+                    for call in unpack_lines(answer["lines"][site])] for site in loops}  # fmt: skip
     flown = flights(
         found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get,
-        found["lines"], found["actors"],
+        lines, found["actors"],
     )  # fmt: skip
     files = sum(answer["files"] for answer in prepared)
     return finish(tally, driver, Queues(joined=joined), flown, ray_logs, source=source, files=files)
+
+
+def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> dict[str, tuple[int, int, int]]:
+    """Each line of the driver's code: its calls, its last submission, its first (in order)."""
+    sites: dict[str, tuple[int, int, int]] = {}
+    for offset, part in zip(offsets, queued, strict=True):
+        for site, (count, last, first) in part["sites"].items():
+            known = sites.get(site)
+            if known is None:
+                sites[site] = (count, last, offset + first)
+            else:
+                sites[site] = (known[0] + count, max(known[1], last), min(known[2], offset + first))
+    return sites
+
+
+def _maybe_loops(sites: dict[str, tuple[int, int, int]], joins: list[dict[str, Any]]) -> list[str]:
+    """The lines that may be ray.get loops, in the order a report meets them.
+
+    A loop's step is a call that ended before the next call of its line was submitted,
+    so by the line's last submission: the nodes counted those; a line with too few cannot
+    pass the rule (``queues.LOOP_MIN``), and its calls need not travel.
+    """
+    under: Counter[str] = Counter()
+    for answer in joins:
+        under.update(answer["under"])
+    return [
+        site
+        for site, (count, _, _) in sorted(sites.items(), key=lambda item: item[1][2])
+        if count >= LOOP_MIN and under[site] >= LOOP_MIN - 1 and 2 * under[site] >= count
+    ]
 
 
 class _Known(CallNames):
@@ -311,8 +349,6 @@ def _flights(
     """
     waits: dict[str, array[float]] = {}
     first: dict[str, int] = {}
-    lines: dict[str | None, list[tuple[float, float | None]]] = {}
-    line_first: dict[str | None, int] = {}
     actors: dict[str, tuple[int, float]] = {}
     stuck: dict[str, Stuck] = {}
     never: list[dict[str, Any]] = []
@@ -322,10 +358,6 @@ def _flights(
             waits.setdefault(function, array("d")).extend(unpack_floats(packed))
             at = offset + answer["first"][function]
             first[function] = min(first.get(function, at), at)
-        for site, packed in answer["lines"].items():
-            lines.setdefault(site, []).extend(unpack_lines(packed))
-            at = offset + packed[2]
-            line_first[site] = min(line_first.get(site, at), at)
         for actor, (count, longest) in answer["actors"].items():
             known = actors.get(actor, (0, 0.0))
             actors[actor] = (known[0] + count, max(known[1], longest))
@@ -351,6 +383,5 @@ def _flights(
         "never": never,
         "count": sum(answer["never_count"] for answer in joins),
         "stuck": stuck.values(),
-        "lines": {site: lines[site] for site in sorted(lines, key=lambda s: line_first[s])},
         "actors": actors,
     }, kept

@@ -177,17 +177,26 @@ class NodeReport:
         assert self._queues is not None  # noqa: S101 -- tally() came first
         return self._queues.split(offset, parts)
 
-    @staticmethod
-    def join(parts: list[dict[str, Any]]) -> dict[str, Any]:
-        """Question 4: this node's part of the join (``joins.join``)."""
-        return join(parts)
+    def join(self, parts: list[dict[str, Any]], latest: dict[str, int]) -> dict[str, Any]:
+        """Question 4: this node's part of the join (``joins.join``).
+
+        ``latest``: each line of the driver's code's last submission, among all nodes.
+        """
+        assert self._queues is not None  # noqa: S101 -- tally() came first
+        return join(parts, latest, self._queues.lines)
 
     def details(
-        self, call_ids: list[str], lanes: list[int], worker_ids: list[str], indexes: list[int]
+        self,
+        call_ids: list[str],
+        lanes: list[int],
+        worker_ids: list[str],
+        indexes: list[int],
+        sites: list[str],
     ) -> dict[str, Any]:
         """Question 5: functions of ``call_ids``, the ``lanes`` drawn, Ray's records of deaths.
 
-        And the task ids of the submissions read ``indexes``-th here (calls never started).
+        And the task ids of the submissions read ``indexes``-th here (calls never started),
+        and the driver's calls at ``sites`` (lines that may be loops) that ended here.
         """
         tally, queues = self._tally, self._queues
         assert tally is not None  # noqa: S101 -- question 2 came first
@@ -198,6 +207,7 @@ class NodeReport:
             "names": tally.names.names_of(call_ids) if call_ids else {},
             "lanes": {index: pack_lane(tally.lanes[index]) for index in lanes},
             "task_ids": queues.task_ids(indexes) if indexes else {},
+            "lines": queues.lines.packed(sites),
             "logs": str(logs) if with_gcs else None,
             "deaths": worker_deaths(logs, worker_ids) if with_gcs and logs else {},
         }
