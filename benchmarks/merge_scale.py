@@ -82,17 +82,26 @@ def node_answers(calls: int) -> dict[str, Any]:
         "leaks": [],
         "lanes": [(False, calls // 8)] * 8,
         "waits": [],
-        "queues": {"count": calls, "waits": {}, "first": {}, "stuck": []},
+        "queues": {
+            "count": calls,
+            "waits": {},
+            "first": {},
+            "stuck": [],
+            "actors": {},
+            "sites": {"main.py:12": 0},
+        },
         "stuck_status": {},
     }
     waits = {
         f"jobs.f{i}": pack_floats([w * 1.5 for w in _durations(per)]) for i in range(FUNCTIONS)
     }
     join = {"waits": waits, "first": {f"jobs.f{i}": i for i in range(FUNCTIONS)},
-            "never": [], "never_count": 0}  # fmt: skip
+            "never": [], "never_count": 0, "actors": {}}  # fmt: skip
     details = {"names": {}, "lanes": {}, "logs": None, "deaths": {}, "task_ids": {}}
     prepare = {"driver": DriverRecord(), "submissions": True, "files": 8}
-    return {"prepare": prepare, "tally": tally, "split": [None], "join": join, "details": details}
+    ends = {"loops": [], "shared": {}}  # the driver's lines, judged on its node
+    return {"prepare": prepare, "tally": tally, "split": [None], "join": join, "ends": ends,
+            "details": details}  # fmt: skip
 
 
 def live_state(processes: int = 30) -> dict[str, Any]:
@@ -138,6 +147,8 @@ def main() -> None:
     def ask(method: str, arguments: list[tuple[Any, ...]]) -> list[Any]:
         if method == "split":  # references to the parts, in a cluster: not the caller's bytes
             return [[None] * args.nodes] * len(arguments)
+        if method == "join":
+            return [{**answers["join"], "back": [None] * args.nodes}] * len(arguments)
         return [answers[method]] * len(arguments)
 
     before = _peak_mib()

@@ -82,13 +82,27 @@ class NodeReader:
         self.shipped = [len(pickle.dumps(piece)) for piece in pieces]
         return [ray.put(piece) for piece in pieces]
 
-    def join(self, refs: list[Any], latest: dict[str, int]) -> dict[str, Any]:
-        """This node's part of the join, from the parts every node put for it."""
+    def join(self, refs: list[Any]) -> dict[str, Any]:
+        """This node's part of the join, from the parts every node put for it.
+
+        The ends it found of each node's driver's calls are put here too, for that node.
+        """
         assert self.report is not None  # noqa: S101 -- split() came first
-        return self.report.join(ray.get(refs), latest)
+        answer = self.report.join(ray.get(refs))
+        self.shipped += [len(pickle.dumps(piece)) for piece in answer["back"]]
+        answer["back"] = [ray.put(piece) for piece in answer["back"]]
+        return answer
+
+    def ends(self, refs: list[Any], shared: list[str]) -> dict[str, Any]:
+        """The driver's lines read here, judged with the ends the nodes put for it."""
+        assert self.report is not None  # noqa: S101 -- join() came first
+        return self.report.ends(ray.get(refs), shared)
 
     def pieces(self) -> list[int]:
-        """The bytes of each part :meth:`split` made (a benchmark's figure)."""
+        """The bytes of each part :meth:`split` and :meth:`join` made (a benchmark's figure).
+
+        The first as many as there are nodes are :meth:`split`'s, then :meth:`join`'s.
+        """
         return self.shipped
 
     def details(self, *arguments: Any) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from raytrace_kit._reports.packing import (
     unpack_ints,
     unpack_keys,
 )
-from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues
+from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues, loops_of
 
 __all__ = [
     "KEEP_TASK_IDS",
@@ -66,42 +66,25 @@ class _Lines:
 
     def __init__(self) -> None:
         self.calls: dict[str, list[tuple[int, int]]] = {}
-        self.first: dict[str, int] = {}  # each line's first submission (its order)
 
-    def add(self, site: str, order: int, submitted: int, ended: int | None) -> None:
+    def add(self, site: str, submitted: int, ended: int | None) -> None:
         self.calls.setdefault(site, []).append((submitted, _NONE if ended is None else ended))
-        self.first[site] = min(self.first.get(site, order), order)
 
-    def under(self, latest: dict[str, int]) -> dict[str, int]:
-        """Per line, its calls that ended by ``latest[line]`` (the line's last submission).
+    def unpacked(self, site: str) -> list[tuple[float, float | None]]:
+        """A line's calls as ``queues.loops_of`` reads them."""
+        return [
+            (from_micros(when), None if end == _NONE else from_micros(end))
+            for when, end in self.calls.get(site, [])
+        ]
 
-        A call followed at its line by one submitted after it ended (a loop's step) ended
-        by then: this bounds how many steps of a loop a line can have.
-        """
-        found: dict[str, int] = {}
-        for site, calls in self.calls.items():
-            last = latest.get(site, _NONE)
-            found[site] = sum(1 for _, end in calls if end != _NONE and end <= last)
-        return found
-
-    def packed(self, sites: Iterable[str]) -> dict[str, tuple[bytes, bytes, int]]:
-        """The calls of ``sites``, packed (sorted by submission; ends after it)."""
-        found = {}
-        for site in sites:
-            calls = self.calls.get(site)
-            if calls is None:
-                continue
-            calls.sort()
-            ends = [end - when if end != _NONE else _NONE for when, end in calls]
-            found[site] = (
-                pack_ints([when for when, _ in calls]),
-                pack_ints(ends),
-                self.first[site],
-            )
-        return found
+    def packed(self, site: str) -> tuple[bytes, bytes]:
+        """A line's calls, packed (sorted by submission; each end after it)."""
+        calls = sorted(self.calls.get(site, []))
+        ends = [end - when if end != _NONE else _NONE for when, end in calls]
+        return pack_ints([when for when, _ in calls]), pack_ints(ends)
 
 
-def unpack_lines(packed: tuple[bytes, bytes, int]) -> list[tuple[float, float | None]]:
+def unpack_lines(packed: tuple[bytes, bytes]) -> list[tuple[float, float | None]]:
     """A line's calls as ``queues`` keeps them: (submitted, the task's last end or None)."""
     whens, ends = unpack_ints(packed[0]), unpack_ints(packed[1])
     return [
@@ -130,7 +113,8 @@ class NodeQueues(Queues):
         self.retried: set[int] = set()  # tasks with a later attempt here
         self.joined_here: set[int] = set()
         self.deferred: list[tuple[int, Record, int | None]] = []  # see here()
-        self.lines = _Lines()  # the driver's calls finished here, then those joined here
+        self.lines = _Lines()  # the driver's calls read here, with their tasks' last ends
+        self.waiting: dict[int, tuple[str, int]] = {}  # index -> (site, submitted): end due
 
     def line(self, raw: bytes) -> None:
         if b'"event":"call.submit"' not in raw[:120]:
@@ -181,11 +165,10 @@ class NodeQueues(Queues):
         lines = self.lines
         left: dict[int, Record] = {}
         starts, ends = self.first_starts, self.last_ends
-        sites: dict[str, tuple[int, int, int]] = {}  # count, last submission, first
+        sites: dict[str, int] = {}  # the driver's lines: each one's first submission here
         for key, row in self.records.items():
-            if row[6] and row[2]:  # a driver's call, by its line
-                count, last, order = sites.get(row[2], (0, _NONE, row[4]))
-                sites[row[2]] = (count + 1, max(last, row[0]), order)
+            if row[6] and row[2]:
+                sites.setdefault(row[2], row[4])
             begun = starts.get(key)
             if begun is None:
                 left[key] = row
@@ -201,10 +184,14 @@ class NodeQueues(Queues):
                 ended = ends.get(key)
                 if ended is None or key in failed or key in self.retried:
                     self.deferred.append((key, row, ended))
+                    self.waiting[index] = (site, when)
                 else:
-                    lines.add(site, index, when, ended)
+                    lines.add(site, when, ended)
         self.joined_here = set(self.records) - set(left)
         self.records = left
+        for when, _, site, _, index, _, by_driver in left.values():
+            if by_driver and site:  # its end (if any) is wherever it ran: sent back here
+                self.waiting[index] = (site, when)
         return {
             "count": len(self.records) + len(self.joined_here),
             "waits": {function: pack_floats(values) for function, values in waits.items()},
@@ -212,6 +199,24 @@ class NodeQueues(Queues):
             "actors": _actors(actors),
             "sites": sites,
             "stuck": list(self.stuck.values()),
+        }
+
+    def ends(self, answers: list[tuple[bytes, bytes]], shared: list[str]) -> dict[str, Any]:
+        """The driver's lines read here, with the ends the nodes sent back (see :func:`join`).
+
+        Returns each line's loop (``queues.loops_of``: a line whose calls were each
+        submitted after the one before ended), and for ``shared`` lines (submitted from
+        several nodes) its calls, packed, for the caller to judge whole.
+        """
+        lines = self.lines
+        for indexes, ends in answers:
+            for index, end in zip(unpack_ints(indexes), unpack_ints(ends), strict=True):
+                site, when = self.waiting[index]
+                lines.add(site, when, None if end == _NONE else end)
+        mine = [site for site in lines.calls if site not in shared]
+        return {
+            "loops": loops_of({site: lines.unpacked(site) for site in mine}),
+            "shared": {site: lines.packed(site) for site in shared if site in lines.calls},
         }
 
     def task_ids(self, indexes: list[int]) -> dict[int, str]:
@@ -259,11 +264,11 @@ def _part(
         "actors": pack_ints([number[row[5]] for _, row in rows]),
         "by_driver": pack_ints([int(row[6]) for _, row in rows]),
         "deferred": pack_keys([key for key, _, _ in deferred]),
-        "deferred_rows": pack_ints(
+        "deferred_rows": pack_ints(  # each one's index, and its task's last end here
             [
                 value
                 for _, row, ended in deferred
-                for value in (row[0], number[row[2]], row[4], _NONE if ended is None else ended)
+                for value in (row[4], _NONE if ended is None else ended)
             ]
         ),
         "start_keys": pack_keys([key for key, _, _ in halves]),
@@ -272,16 +277,15 @@ def _part(
     }
 
 
-def join(parts: list[dict[str, Any]], latest: dict[str, int], lines: _Lines) -> dict[str, Any]:
+def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]]:
     """One node's part of the join: the parts every node sent it, in the nodes' order.
 
     Returns each function's waits (packed) and its first joined submission (in the order
     all nodes' submissions are read), each actor's waits' count and longest, how many
     never started, and the first of those (at most a report's ``MAX_LISTED``, each with
     its ``order``, and where it was read: the ``rank`` of its node and its ``index``
-    there, to ask its task id by). The driver's calls go to ``lines`` (this node's, with
-    those it finished itself); what travels of them is, per line, how many ended by its
-    last submission (``latest``, merged): only lines that may be loops are asked for more.
+    there, to ask its task id by). And, for each node, the last ends of its driver's calls
+    that joined here, by their index there (:meth:`NodeQueues.ends`: node to node).
     """
     started: dict[int, int] = {}
     ended: dict[int, int] = {}
@@ -299,8 +303,10 @@ def join(parts: list[dict[str, Any]], latest: dict[str, int], lines: _Lines) -> 
     actors: list[tuple[str, float]] = []
     never: list[dict[str, Any]] = []
     count = 0
+    back: list[tuple[bytes, bytes]] = []
     for rank, part in enumerate(parts):
         offset, names = part["offset"], part["names"]
+        indexes, ends = [], []
         for key, stamp, function, site, index, actor, by_driver in zip(
             unpack_keys(part["keys"]), unpack_ints(part["stamps"]),
             unpack_ints(part["functions"]), unpack_ints(part["sites"]),
@@ -309,7 +315,8 @@ def join(parts: list[dict[str, Any]], latest: dict[str, int], lines: _Lines) -> 
         ):  # fmt: skip
             order = offset + index
             if by_driver and names[site]:
-                lines.add(names[site], order, stamp, ended.get(key))
+                indexes.append(index)
+                ends.append(ended.get(key, _NONE))
             begun = started.get(key)
             if begun is None:
                 count += 1
@@ -324,15 +331,14 @@ def join(parts: list[dict[str, Any]], latest: dict[str, int], lines: _Lines) -> 
             if names[actor]:
                 actors.append((names[actor], waited))
         values = unpack_ints(part["deferred_rows"])
-        for key, at in zip(unpack_keys(part["deferred"]), range(0, len(values), 4), strict=True):
-            stamp, site, index, end = values[at : at + 4]
-            last = max(end, ended.get(key, _NONE))
-            lines.add(names[site], offset + index, stamp, None if last == _NONE else last)
+        for key, at in zip(unpack_keys(part["deferred"]), range(0, len(values), 2), strict=True):
+            indexes.append(values[at])
+            ends.append(max(values[at + 1], ended.get(key, _NONE)))
+        back.append((pack_ints(indexes), pack_ints(ends)))
     return {
         "waits": {name: pack_floats(values) for name, values in waits.items()},
         "first": first,
         "actors": _actors(actors),
-        "under": lines.under(latest),
         "never": never,
         "never_count": count,
-    }
+    }, back

@@ -29,7 +29,7 @@ from raytrace_kit._reports.lanes import LANES_DRAWN, Lane
 from raytrace_kit._reports.names import CallNames
 from raytrace_kit._reports.packing import unpack_floats, unpack_ints, unpack_keys
 from raytrace_kit._reports.partial import LANE_AS_IS
-from raytrace_kit._reports.queues import LOOP_MIN, MAX_LISTED, Queues, flights
+from raytrace_kit._reports.queues import MAX_LISTED, Queues, flights, loops_of
 from raytrace_kit._reports.report import RayLogs, Report, finish
 from raytrace_kit._reports.rules import SERIAL_MIN_CHILDREN
 from raytrace_kit._reports.tally import MAX_LISTED as LISTED
@@ -53,11 +53,13 @@ def cluster_report(
     partials = ask("tally", [(since, until, joined, waits)] * nodes)
     queued = [part["queues"] for part in partials]
     offsets = [sum(q["count"] for q in queued[:rank]) for rank in range(nodes)]
-    sites = _sites(queued, offsets)
-    latest = {site: last for site, (_, last, _) in sites.items()}
     pieces = ask("split", [(offsets[rank], nodes) for rank in range(nodes)])
-    joins = ask("join", [([pieces[i][j] for i in range(nodes)], latest) for j in range(nodes)])
-    loops = _maybe_loops(sites, joins)
+    joins = ask("join", [([pieces[i][j] for i in range(nodes)],) for j in range(nodes)])
+    first, shared = _sites(queued, offsets)
+    lined = ask(
+        "ends", [([joins[j]["back"][i] for j in range(nodes)], shared) for i in range(nodes)]
+    )
+    loops = _loops(lined, first, shared)
     tally = _tally(partials, since, until)
     tally.waited = _waited(waits, partials) if waits else None
     candidates = list(tally.children)
@@ -66,10 +68,7 @@ def cluster_report(
     found, kept = _flights(queued, joins)
     details = ask(
         "details",
-        [
-            (candidates, chosen.get(rank, []), workers, kept.get(rank, []), loops)
-            for rank in range(nodes)
-        ],
+        [(candidates, chosen.get(rank, []), workers, kept.get(rank, [])) for rank in range(nodes)],
     )
     tally.names = _Known({k: v for answer in details for k, v in answer["names"].items()})
     tally.lanes = _lanes(partials, details)
@@ -85,44 +84,44 @@ def cluster_report(
     )
     for row in found["never"]:
         row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
-    lines = {site: [call for answer in details if site in answer["lines"]
-                    for call in unpack_lines(answer["lines"][site])] for site in loops}  # fmt: skip
     flown = flights(
         found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get,
-        lines, found["actors"],
+        loops, found["actors"],
     )  # fmt: skip
     files = sum(answer["files"] for answer in prepared)
     return finish(tally, driver, Queues(joined=joined), flown, ray_logs, source=source, files=files)
 
 
-def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> dict[str, tuple[int, int, int]]:
-    """Each line of the driver's code: its calls, its last submission, its first (in order)."""
-    sites: dict[str, tuple[int, int, int]] = {}
+def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, int], list[str]]:
+    """Each line of the driver's code: its first submission (in order); lines of two nodes."""
+    first: dict[str, int] = {}
+    nodes: Counter[str] = Counter()
     for offset, part in zip(offsets, queued, strict=True):
-        for site, (count, last, first) in part["sites"].items():
-            known = sites.get(site)
-            if known is None:
-                sites[site] = (count, last, offset + first)
-            else:
-                sites[site] = (known[0] + count, max(known[1], last), min(known[2], offset + first))
-    return sites
+        for site, earliest in part["sites"].items():
+            first[site] = min(first.get(site, offset + earliest), offset + earliest)
+            nodes[site] += 1
+    return first, sorted(site for site, count in nodes.items() if count > 1)
 
 
-def _maybe_loops(sites: dict[str, tuple[int, int, int]], joins: list[dict[str, Any]]) -> list[str]:
-    """The lines that may be ray.get loops, in the order a report meets them.
+def _loops(
+    lined: list[dict[str, Any]], first: dict[str, int], shared: list[str]
+) -> list[dict[str, Any]]:
+    """The driver's ray.get loops by line, as ``queues.loops_of`` finds them in one place.
 
-    A loop's step is a call that ended before the next call of its line was submitted,
-    so by the line's last submission: the nodes counted those; a line with too few cannot
-    pass the rule (``queues.LOOP_MIN``), and its calls need not travel.
+    Each node judged the lines submitted from it alone; a line submitted from several
+    nodes is judged here, from all its calls.
     """
-    under: Counter[str] = Counter()
-    for answer in joins:
-        under.update(answer["under"])
-    return [
-        site
-        for site, (count, _, _) in sorted(sites.items(), key=lambda item: item[1][2])
-        if count >= LOOP_MIN and under[site] >= LOOP_MIN - 1 and 2 * under[site] >= count
-    ]
+    found = [loop for answer in lined for loop in answer["loops"]]
+    if shared:
+        calls = {
+            site: [call for answer in lined if site in answer["shared"]
+                   for call in unpack_lines(answer["shared"][site])]
+            for site in shared
+        }  # fmt: skip
+        found.extend(loops_of(calls))
+    found.sort(key=lambda loop: first[loop["site"]])  # as a report meets them...
+    found.sort(key=lambda loop: -loop["serial"])  # ...then by steps, as loops_of sorts
+    return found
 
 
 class _Known(CallNames):

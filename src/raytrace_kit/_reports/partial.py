@@ -10,10 +10,11 @@ answers the caller's questions (``merge.py`` asks them, in turn):
    packed exactly (``packing.py``: about a third of a byte a call), the largest figures,
    the failures, the first calls without an end, the times in queue joined here; each
    parent's children's spans, unless they overlap here (then one flag says so).
-3. and 4. :meth:`NodeReport.split` and :meth:`NodeReport.join`: the submissions and
-   starts whose other half is elsewhere, joined by the node their task key falls to
-   (``joins.py``): they travel node to node, never to the caller.
-5. :meth:`NodeReport.details`: what the merged tally turned out to need by name: the
+3. to 5. :meth:`NodeReport.split`, :meth:`NodeReport.join` and :meth:`NodeReport.ends`:
+   the submissions, starts and ends whose other half is elsewhere, joined by the node
+   their task key falls to, and the driver's calls' ends sent back to where they were
+   submitted (``joins.py``): they travel node to node, never to the caller.
+6. :meth:`NodeReport.details`: what the merged tally turned out to need by name: the
    functions of some parents, the lanes the pictures draw, Ray's records of some deaths.
 
 The node keeps its tally between the questions (the reader is an actor, ``_driver``).
@@ -177,26 +178,25 @@ class NodeReport:
         assert self._queues is not None  # noqa: S101 -- tally() came first
         return self._queues.split(offset, parts)
 
-    def join(self, parts: list[dict[str, Any]], latest: dict[str, int]) -> dict[str, Any]:
+    def join(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
         """Question 4: this node's part of the join (``joins.join``).
 
-        ``latest``: each line of the driver's code's last submission, among all nodes.
+        ``back`` holds, for each node, the ends of its driver's calls that joined here.
         """
+        answer, back = join(parts)
+        return {**answer, "back": back}
+
+    def ends(self, back: list[tuple[bytes, bytes]], shared: list[str]) -> dict[str, Any]:
+        """Question 5: the driver's lines read here, judged (``NodeQueues.ends``)."""
         assert self._queues is not None  # noqa: S101 -- tally() came first
-        return join(parts, latest, self._queues.lines)
+        return self._queues.ends(back, shared)
 
     def details(
-        self,
-        call_ids: list[str],
-        lanes: list[int],
-        worker_ids: list[str],
-        indexes: list[int],
-        sites: list[str],
+        self, call_ids: list[str], lanes: list[int], worker_ids: list[str], indexes: list[int]
     ) -> dict[str, Any]:
-        """Question 5: functions of ``call_ids``, the ``lanes`` drawn, Ray's records of deaths.
+        """Question 6: functions of ``call_ids``, the ``lanes`` drawn, Ray's records of deaths.
 
-        And the task ids of the submissions read ``indexes``-th here (calls never started),
-        and the driver's calls at ``sites`` (lines that may be loops) that ended here.
+        And the task ids of the submissions read ``indexes``-th here (calls never started).
         """
         tally, queues = self._tally, self._queues
         assert tally is not None  # noqa: S101 -- question 2 came first
@@ -207,7 +207,6 @@ class NodeReport:
             "names": tally.names.names_of(call_ids) if call_ids else {},
             "lanes": {index: pack_lane(tally.lanes[index]) for index in lanes},
             "task_ids": queues.task_ids(indexes) if indexes else {},
-            "lines": queues.lines.packed(sites),
             "logs": str(logs) if with_gcs else None,
             "deaths": worker_deaths(logs, worker_ids) if with_gcs and logs else {},
         }

@@ -25,7 +25,15 @@ import msgspec
 from raytrace_kit._output.schema import Stuck, Submission
 from raytrace_kit._reports.finding import Finding
 
-__all__ = ["MAX_LISTED", "QUEUE_FINDING_S", "Clock", "Queues", "flights", "has_submissions"]
+__all__ = [
+    "MAX_LISTED",
+    "QUEUE_FINDING_S",
+    "Clock",
+    "Queues",
+    "flights",
+    "has_submissions",
+    "loops_of",
+]
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
 QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
@@ -146,7 +154,9 @@ class Queues:
             if actor:
                 actors.setdefault(actor, []).append(max(begun - when, 0.0))
         waited = {actor: (len(values), max(values)) for actor, values in actors.items()}
-        return flights(waits, never, never_count, self.stuck.values(), ended, sites, waited)
+        return flights(
+            waits, never, never_count, self.stuck.values(), ended, loops_of(sites), waited
+        )
 
     def findings(
         self, found: dict[str, Any], durations: dict[str, float], said: set[str]
@@ -210,15 +220,15 @@ def flights(  # noqa: PLR0917 -- one argument per part of the joined records
     never_count: int,
     stuck: Iterable[Stuck],
     ended: Callable[[str], str | None],
-    sites: dict[str, list[tuple[float, float | None]]],
+    loops: list[dict[str, Any]],
     actors: dict[str, tuple[int, float]],
 ) -> dict[str, Any]:
     """The report's in-flight sections from the joined records (see :meth:`Queues.results`).
 
     ``waits``: each function's times in queue; ``never``: the first calls never started,
-    in the order their submissions were read; ``sites``: the driver's calls by the line
-    that submitted them (submitted, and the task's last end); ``actors``: each actor's
-    calls' count and longest time in queue.
+    in the order their submissions were read; ``loops``: the driver's lines that are
+    ray.get loops (:func:`loops_of`); ``actors``: each actor's calls' count and longest
+    time in queue.
     """
     queued: list[dict[str, Any]] = []
     for function, values in waits.items():
@@ -235,10 +245,10 @@ def flights(  # noqa: PLR0917 -- one argument per part of the joined records
     rows.sort(key=lambda row: row["timestamp"])
     longest = {actor: most for actor, (count, most) in actors.items() if count >= LOOP_MIN}
     return {"queued": queued, "never_started": never, "never_started_count": never_count,
-            "stuck": rows, "loops": _loops(sites), "actor_queues": longest}  # fmt: skip
+            "stuck": rows, "loops": loops, "actor_queues": longest}  # fmt: skip
 
 
-def _loops(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[str, Any]]:
+def loops_of(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[str, Any]]:
     """Lines of the driver whose calls were each submitted after the one before ended.
 
     What ``for x in xs: ray.get(f.remote(x))`` leaves: its calls ran one at a time, each
