@@ -35,7 +35,7 @@ def resize(image_id: int) -> int:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     refs = [resize.remote(i) for i in range(120)]
     time.sleep(3.0)  # the job is going: image 42 has run for about 2.5 s
 
