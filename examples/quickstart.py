@@ -49,14 +49,15 @@ def main() -> None:
 
         print(f"\nevents are in {raytrace_kit.log_dir()}")
         for event in raytrace_kit.read_events():
-            extra = (
-                f"status={event['status']} duration={event['duration_s']:.4f}s"
-                if event["event"] == "call.end"
-                else ""
-            )
+            if event["event"] == "call.submit":  # written by the process that called .remote()
+                extra = f"from {event['site']}"
+            elif event["event"] == "call.end":
+                extra = f"attempt={event['attempt']} status={event['status']}"
+                extra += f" duration={event['duration_s']:.4f}s"
+            else:
+                extra = f"attempt={event['attempt']}"
             print(
-                f"  {event['event']:<11} {event['function']:<32} "
-                f"pid={event['pid']} attempt={event['attempt']} {extra}"
+                f"  {event['event']:<11} {event['function']:<32} pid={event['pid']} {extra}"
             )
     finally:
         ray.shutdown()
