@@ -1,21 +1,25 @@
 """Every use of Ray's private API, in one place: a Ray upgrade is this one file to check.
 
 Each function says which private member it reads and why no public one does the job.
-Everything else in the package uses Ray's public API only.
+Everything else in the package uses Ray's public API only. What differs between the Ray
+versions the kit supports (2.40 to 2.60, ``pyproject.toml``) is handled here too, each
+difference with a comment naming the versions (docs/compatibility.md lists them).
 """
 
 from __future__ import annotations
 
 import functools
+import traceback
 import types
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import ray
-import ray._private.object_ref_generator
 import ray._private.utils
 import ray._private.worker
 import ray.cloudpickle
+import ray.exceptions
+import ray.runtime_context
 import ray.util
 from ray.actor import ActorClass
 from ray.remote_function import RemoteFunction
@@ -25,6 +29,7 @@ from raytrace_kit import _registry
 __all__ = [
     "RAY_OWN",
     "TAKEN",
+    "ActorAlreadyExistsError",
     "ActorClass",
     "CloudPickler",
     "DynamicObjectRefGenerator",
@@ -41,6 +46,7 @@ __all__ = [
     "current_actor_id",
     "current_task",
     "default_options_of",
+    "error_as_delivered",
     "is_kit_patch",
     "is_kit_remote",
     "is_taken",
@@ -54,6 +60,7 @@ __all__ = [
     "ray_remote",
     "ray_worker",
     "remote_name",
+    "session_location",
 ]
 
 # Ray's pickler, subclassed by local mode to keep in-process objects as themselves.
@@ -61,7 +68,37 @@ CloudPickler: Any = ray.cloudpickle.CloudPickler
 
 
 # What ray.get of a num_returns="dynamic" call's ref gives: its refs, iterable, with len().
-DynamicObjectRefGenerator: Any = ray._private.object_ref_generator.DynamicObjectRefGenerator
+# Public under ``ray`` in every supported version; its module moved (``ray._raylet`` in
+# Ray 2.40-2.44, ``ray._private.object_ref_generator`` from 2.45), so it is read from here.
+DynamicObjectRefGenerator: Any = ray.DynamicObjectRefGenerator
+
+
+# What a named actor whose name is taken raises at ``.remote()``: Ray 2.53 and later raise
+# ``ActorAlreadyExistsError`` (a ``ValueError``); Ray 2.40-2.52 a plain ``ValueError``, with
+# the same message.
+ActorAlreadyExistsError: type[Exception] = getattr(
+    ray.exceptions, "ActorAlreadyExistsError", ValueError
+)
+
+
+def error_as_delivered(serialized: bytes) -> Exception | None:
+    """What ``ray.get`` raises in place of a task's error Ray cannot unpickle, else ``None``.
+
+    ``serialized`` is the error's ``RayError.to_bytes()``, as the worker sends it. An
+    exception that pickles but cannot be unpickled (an ``__init__`` whose arguments are not
+    its ``args``) arrives, from Ray 2.51, as ``UnserializableException`` with its text; Ray
+    2.40-2.50's deserializer catches the failure and delivers a ``RaySystemError`` instead.
+    """
+    delivered: Exception
+    try:
+        delivered = ray.exceptions.RayError.from_bytes(serialized)
+    except Exception as failure:  # Ray 2.40-2.50: "Failed to unpickle serialized exception"
+        delivered = ray.exceptions.RaySystemError(failure, traceback.format_exc())
+        return delivered
+    unserializable = getattr(ray.exceptions, "UnserializableException", None)  # Ray 2.51+
+    if unserializable is not None and isinstance(delivered, unserializable):
+        return delivered  # type: ignore[no-any-return]
+    return None
 
 
 # Ray's own ray.remote, from the module that defines it: the public name may be replaced
@@ -98,8 +135,14 @@ def actor_method_submit(cls: Any) -> Callable[..., Any]:
 
 def accepts_keyword(method: Any, name: str) -> bool:
     """Whether the actor method behind ``method`` (an ``ActorMethod``) takes ``name``."""
-    signature = getattr(method, "_signature", None) or ()
-    return any(parameter.name == name for parameter in signature)
+    signature = getattr(method, "_signature", None)
+    if signature is None:
+        # Ray 2.40: an ActorMethod has no ``_signature`` (added in 2.41); its handle keeps
+        # every method's signature in ``_ray_method_signatures``.
+        handle = method._actor_hard_ref or method._actor_ref()
+        signatures = getattr(handle, "_ray_method_signatures", None) or {}
+        signature = signatures.get(method._method_name)
+    return any(parameter.name == name for parameter in signature or ())
 
 
 def _global_worker() -> Any:
@@ -145,15 +188,33 @@ def current_task() -> tuple[str | None, int, str | None]:
     Read straight from Ray's worker: ``ray.get_runtime_context()`` builds a context object
     each time, and has no getter for the attempt; this runs on every instrumented call.
     The task id is ``None`` outside tasks; the name is ``.options(name=...)``, else the
-    function's.
+    function's. Ray 2.40 has no getter for the name (``current_task_name`` came in 2.41):
+    its workers keep it only in the process title, which concurrent actor calls overwrite,
+    so the name is ``None`` there rather than one that may be another call's.
     """
     worker = _global_worker()
     task = worker.current_task_id
     return (
         None if task.is_nil() else task.hex(),
         int(worker.core_worker.get_current_task_attempt_number()),
-        worker.current_task_name or None,
+        getattr(worker, "current_task_name", None) or None,
     )
+
+
+def session_location() -> tuple[str, str]:
+    """``(temp dir, session name)`` of the Ray cluster this process is connected to.
+
+    Public from Ray 2.54 (``RuntimeContext.get_temp_dir``/``get_session_name``); Ray
+    2.40-2.53 keep both on the worker's node object only. Ray must be initialized.
+    """
+    if _PUBLIC_SESSION_GETTERS:
+        context = ray.get_runtime_context()
+        return context.get_temp_dir(), context.get_session_name()
+    node = _global_worker().node
+    return str(node.get_temp_dir_path()), str(node.session_name)
+
+
+_PUBLIC_SESSION_GETTERS = hasattr(ray.runtime_context.RuntimeContext, "get_session_name")
 
 
 def current_actor_id() -> str | None:
@@ -222,11 +283,14 @@ def machine_resources() -> dict[str, float]:
     Ray's own reckoning, as ``ray.init()`` makes it: CPUs, GPUs, memory, object store
     memory, and the node's ``node:<ip>`` and head resources.
     """
-    from ray._private.resource_and_label_spec import ResourceAndLabelSpec  # noqa: PLC0415
+    try:  # Ray 2.49 and later
+        from ray._private.resource_and_label_spec import (  # noqa: PLC0415
+            ResourceAndLabelSpec as Spec,
+        )
+    except ImportError:  # Ray 2.40-2.48: the same reckoning, without labels
+        from ray._private.resource_spec import ResourceSpec as Spec  # noqa: PLC0415
 
-    spec = ResourceAndLabelSpec().resolve(
-        is_head=True, node_ip_address=ray.util.get_node_ip_address()
-    )
+    spec = Spec().resolve(is_head=True, node_ip_address=ray.util.get_node_ip_address())
     return {name: float(amount) for name, amount in spec.to_resource_dict().items()}
 
 

@@ -14,7 +14,11 @@ import ray
 import structlog
 from hypothesis import given
 from hypothesis import strategies as st
-from ray._common.logging_constants import LogKey
+
+try:  # where Ray 2.60 keeps the names of its log fields; 2.40-2.53 under ray._private
+    from ray._common.logging_constants import LogKey
+except ImportError:
+    from ray._private.ray_logging.constants import LogKey  # type: ignore[no-redef]
 
 import raytrace_kit
 from raytrace_kit import RaytraceKitWarning, debuggable, get_logger, read_events
