@@ -104,6 +104,7 @@ class Vault:
         return len(record)
 
 
+@pytest.mark.compat
 @pytest.mark.usefixtures("ray_session")
 class TestSchema:
     """call.start and call.end carry the documented fields, with the right types."""
@@ -203,6 +204,7 @@ class TestSchema:
 class TestGetLogger:
     """get_logger() writes user events with context, without touching global config."""
 
+    @pytest.mark.compat
     def test_inside_a_call_events_carry_the_call(self) -> None:
         """A user event inside a task carries that call's id and lands beside it."""
 

@@ -25,9 +25,12 @@ from raytrace_kit import open_session
 
 RAY_HAS_LOCAL_MODE = tuple(int(part) for part in ray.__version__.split(".")[:2]) < (2, 55)
 
-pytestmark = pytest.mark.skipif(
-    not RAY_HAS_LOCAL_MODE, reason=f"Ray {ray.__version__} has no local_mode (removed in 2.55)"
-)
+pytestmark = [
+    pytest.mark.compat,
+    pytest.mark.skipif(
+        not RAY_HAS_LOCAL_MODE, reason=f"Ray {ray.__version__} has no local_mode (removed in 2.55)"
+    ),
+]
 
 PROGRAM = """
 import json, os, sys

@@ -73,6 +73,7 @@ def test_actor_signatures_and_calls(row: Callable[[Any], Any]) -> None:
     assert local == plain
 
 
+@pytest.mark.compat
 def test_duplicate_actor_name() -> None:
     """A taken name is Ray's error, with Ray's message, in both.
 

@@ -312,6 +312,7 @@ def put_of_an_unserializable_value(remote: Remote) -> Body:
     return lambda: ray.put(threading.Lock())
 
 
+@pytest.mark.compat
 class TestWithRayShutDown(AgainstPlainRay):
     """Each row with plain Ray first, then in strict local mode with Ray shut down."""
 
