@@ -83,7 +83,9 @@ def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:
 
     Matched by qualified name (the function, or the methods of a class), optionally of
     one event type. Tests share one Ray session and its log directory, so events of
-    earlier tests are left out by time.
+    earlier tests are left out by time. The submission records (``call.submit``, written
+    by the process that submitted each call) come only when asked for by name: the rest
+    are the calls' own events.
     """
     name = f"{function.__module__}.{function.__qualname__}"
     since = window_start()
@@ -92,8 +94,23 @@ def events_of(function: Any, event: str | None = None) -> list[dict[str, Any]]:
         for e in raytrace_kit.read_events()
         if e["timestamp"] >= since
         and (e.get("function") == name or str(e.get("function")).startswith(name + "."))
-        and (event is None or e["event"] == event)
+        and (e["event"] == event if event is not None else e["event"] != "call.submit")
     ]
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """Poll ``condition`` until it returns something true; fail naming ``what`` if it never does.
+
+    The deadline is generous on purpose: it bounds a test that would hang, it is not a
+    margin the behaviour must meet.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        found = condition()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
+        time.sleep(0.05)
 
 
 def wait_for_start(target: object, function_suffix: str) -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from raytrace_kit._driver.function import DebuggableFunction
     from raytrace_kit._driver.program import instrument
     from raytrace_kit._driver.stacks import stacks
+    from raytrace_kit._driver.stuck import stuck
     from raytrace_kit._local.handles import LocalActorHandle
     from raytrace_kit._local.refs import LocalRef, LocalRefGenerator
     from raytrace_kit._local.switch import is_local_mode, local_mode, set_local_mode
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from raytrace_kit._reports.report import Finding, Report, report
     from raytrace_kit._reports.session import Call, Session, open_session
     from raytrace_kit._reports.sessions import SessionSummary, sessions
+    from raytrace_kit._reports.stuck import StuckReport
     from raytrace_kit._reports.timeline import timeline
     from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
     from raytrace_kit._serialization.walk import check_serializable
@@ -67,6 +69,7 @@ _LAZY = {
     "instrument": "raytrace_kit._driver.program",
     "DebuggableFunction": "raytrace_kit._driver.function",
     "stacks": "raytrace_kit._driver.stacks",
+    "stuck": "raytrace_kit._driver.stuck",
     "LocalActorHandle": "raytrace_kit._local.handles",
     "LocalRef": "raytrace_kit._local.refs",
     "LocalRefGenerator": "raytrace_kit._local.refs",
@@ -88,6 +91,7 @@ _LAZY = {
     "profile_summary": "raytrace_kit._reports.profile_summary",
     "Finding": "raytrace_kit._reports.report",
     "Report": "raytrace_kit._reports.report",
+    "StuckReport": "raytrace_kit._reports.stuck",
     "report": "raytrace_kit._reports.report",
     "Call": "raytrace_kit._reports.session",
     "Session": "raytrace_kit._reports.session",
@@ -155,6 +159,7 @@ __all__ = [
     "SerializationReport",
     "Session",
     "SessionSummary",
+    "StuckReport",
     "ThreadStack",
     "UsageError",
     "__version__",
@@ -180,6 +185,7 @@ __all__ = [
     "sessions",
     "set_local_mode",
     "stacks",
+    "stuck",
     "timeline",
 ]
 

@@ -26,6 +26,7 @@ __all__ = [
     "cell_traceback",
     "code",
     "element",
+    "page",
     "pre",
     "rename_cells",
     "table",
@@ -47,6 +48,14 @@ def card(title: str, summary: str = "", *parts: str) -> str:
     if summary:
         head += f" &middot; {html.escape(summary)}"
     return f'<div class="raytrace-kit" style="{_CARD}"><div>{head}</div>{"".join(parts)}</div>'
+
+
+def page(title: str, body: str) -> str:
+    """One self-contained page (no scripts, no network) around ``body`` (HTML already)."""
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}'
+        f"</title></head><body>{body}</body></html>"
+    )
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], html_columns: int = 0) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "qualified_name",
     "validate_option_names",
     "validate_profile_options",
+    "validate_stuck_after",
 ]
 
 _NODE_ID = re.compile(r"^[0-9a-f]{56}$")
@@ -70,6 +71,11 @@ class DebugOptions:
             actor's ``__init__`` until it exits, for leak hunting).
         pin: ``True``: all calls of a function run in one dedicated process; a node id:
             every call (or the actor) runs on that node; a :class:`Pin` for both.
+        stuck_after: Seconds a call may run before it counts as stuck: it then gets a
+            ``call.stuck`` event with its stack and what it waits on, again at twice,
+            four times... that age while it runs. ``None`` (the default) takes the
+            process's setting (``RAYTRACE_STUCK_AFTER``, else 60 s); ``False`` turns it
+            off for these calls.
     """
 
     log: bool = True
@@ -81,6 +87,7 @@ class DebugOptions:
     profile_options: tuple[tuple[str, Any], ...] = ()
     profile_scope: ProfileScope = "call"
     pin: Pin | None = None
+    stuck_after: float | Literal[False] | None = None
     # Set internally for calls submitted inside a profile_memory()/profile_cpu() block.
     profile_block: str | None = None
     # Set internally for what instrument() made debuggable: the workers that run its calls
@@ -106,6 +113,8 @@ class DebugOptions:
             problem = validate_profile_options(updated.profile, dict(updated.profile_options))
             if problem:
                 raise InvalidOptionError(problem, "profile")
+        if "stuck_after" in changes:
+            validate_stuck_after(changes["stuck_after"])
         if changes.get("profile_scope") == "actor" and updated.profile is None:
             msg = (
                 "profile_scope='actor' needs a profiler: add profile='memray' (leak hunting) "
@@ -183,6 +192,7 @@ class KitOptions(TypedDict, total=False):
     """The keyword options of ``debuggable()`` and ``.with_debug()``, for type checkers."""
 
     log: bool
+    log_args: bool
     local: bool | None
     post_mortem: bool
     check: CheckMode
@@ -190,6 +200,7 @@ class KitOptions(TypedDict, total=False):
     profile_options: dict[str, Any]
     profile_scope: ProfileScope
     pin: bool | str | Pin | None
+    stuck_after: float | Literal[False] | None
 
 
 # One entry per option: the accepted types and how to describe them in an error.
@@ -203,6 +214,7 @@ _OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "profile_options": ((dict,), "a dict of the profiler's options"),
     "profile_scope": ((str,), "'call' or 'actor'"),
     "pin": ((bool, str, Pin, type(None)), "True, a node id string, or raytrace_kit.Pin(...)"),
+    "stuck_after": ((int, float, bool, type(None)), "a number of seconds, False or None"),
 }
 _CHOICES: dict[str, tuple[object, ...]] = {
     "check": ("first", "always", "on_error", "off"),
@@ -237,6 +249,23 @@ def validate_option_names(options: dict[str, Any]) -> None:
         if choices is not None and value not in choices:
             msg = f"raytrace_kit option {name}={value!r} is not valid; expected {description}."
             raise InvalidOptionError(msg, name)
+
+
+def validate_stuck_after(value: object) -> None:
+    """Check ``stuck_after``: a positive number of seconds, ``False`` (off) or ``None``.
+
+    Raises:
+        InvalidOptionError: Anything else, naming what is expected.
+    """
+    if value is None or value is False:
+        return
+    if not _is_positive_number(value):
+        msg = (
+            f"raytrace_kit option stuck_after={value!r} is not valid: expected a positive "
+            "number of seconds (a call running longer counts as stuck), False to turn the "
+            "watch off, or None for the process's setting (RAYTRACE_STUCK_AFTER, else 60 s)."
+        )
+        raise InvalidOptionError(msg, "stuck_after")
 
 
 MEMRAY_OPTIONS = frozenset(
@@ -325,8 +354,12 @@ class CallSpec:
     # Derived once on the driver and shipped with the spec, so workers never re-render.
     fields: dict[str, str] = field(init=False, compare=False, repr=False)
     fragment: str = field(init=False, compare=False, repr=False)
+    # The watch's setting for these calls: stuck_after, or False when nothing is logged.
+    watch: float | Literal[False] | None = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         fields = {"function": self.function, "kind": self.kind}
         object.__setattr__(self, "fields", fields)
         object.__setattr__(self, "fragment", encode.members(fields))
+        watch = self.options.stuck_after if self.options.log else False
+        object.__setattr__(self, "watch", watch)

@@ -23,14 +23,17 @@ if sys.platform != "win32":  # Windows has no resource module
     import resource
 
 __all__ = [
+    "REUSE_S",
     "ProcessIdentity",
     "ProcessState",
     "call_figures",
+    "end_figures",
     "memory_figures",
     "new_call_id",
     "process_identity",
     "reset",
     "running_task",
+    "start_figures",
     "state",
 ]
 
@@ -65,6 +68,9 @@ class ProcessState:
         self.call_prefix = os.urandom(5).hex()  # call ids: prefix + counter
         self.call_counter = itertools.count()
         self.statm_fd: int | None = None  # /proc/self/statm, kept open
+        # The figures the last call.end read: (perf_counter, rss, rss - shr, max_rss,
+        # process CPU), which a call starting right after it takes as its own (start_figures).
+        self.last_end: tuple[float, int | None, int | None, int | None, float | None] | None = None
 
     def close(self) -> None:
         """Close the statm file and forget everything (reset, and a forked child's copy)."""
@@ -214,6 +220,43 @@ def call_figures(
         return None, None, max_rss, thread, process
     rss, shr = int(fields[1]) * _PAGE, int(fields[2]) * _PAGE
     return rss, rss - shr, rss if max_rss < rss else max_rss, thread, process
+
+
+# A call that starts this soon after another's end (back to back, as an actor's queued calls
+# run) takes that end's memory figures and process clock instead of reading them again.
+REUSE_S = 0.001
+
+
+def start_figures(
+    now: float, *, process_cpu: bool
+) -> tuple[int | None, int | None, int | None, float, float | None]:
+    """:func:`call_figures` at a call's start, ``now`` being its ``time.perf_counter()``.
+
+    Right after another call's end (within :data:`REUSE_S`) the memory figures and the
+    process's clock are that end's: at most a millisecond old, and not read again. Reading
+    the process's clock is what costs most at a call's start in a Ray worker: it sums every
+    thread's time, and Ray's threads are busy delivering the call just then (2.5 µs in the
+    median, 26 µs in one call of ten, measured in an actor). Only this thread's CPU time is
+    read fresh (one ``getrusage``).
+    """
+    last = state.last_end
+    if last is None or now - last[0] >= REUSE_S or (process_cpu and last[4] is None):
+        return call_figures(process_cpu=process_cpu)
+    if sys.platform != "linux":
+        thread = time.thread_time()
+    else:
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+        thread = usage.ru_utime + usage.ru_stime
+    return last[1], last[2], last[3], thread, last[4] if process_cpu else None
+
+
+def end_figures(
+    *, process_cpu: bool
+) -> tuple[int | None, int | None, int | None, float, float | None]:
+    """:func:`call_figures` at a call's end, kept for a call that starts right after it."""
+    figures = call_figures(process_cpu=process_cpu)
+    state.last_end = (time.perf_counter(), *figures[:3], figures[4])
+    return figures
 
 
 # On Linux a thread's rusage carries the process's high-water RSS too (the mm's), and costs

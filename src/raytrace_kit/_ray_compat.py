@@ -2,55 +2,69 @@
 
 Each function says which private member it reads and why no public one does the job.
 Everything else in the package uses Ray's public API only. What differs between the Ray
-versions the kit supports (2.40 to 2.60, ``pyproject.toml``) is handled here too, each
-difference with a comment naming the versions (docs/compatibility.md lists them).
+versions the kit supports (2.40 to 2.60) is handled here too, each difference with a comment
+naming the versions (docs/compatibility.md lists them); those of its public API are in
+``_ray_versions.py``.
 """
 
 from __future__ import annotations
 
 import functools
-import traceback
+import logging
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import ray
+import ray._private.state
 import ray._private.utils
 import ray._private.worker
 import ray.cloudpickle
-import ray.exceptions
-import ray.runtime_context
 import ray.util
 from ray.actor import ActorClass
 from ray.remote_function import RemoteFunction
 
 from raytrace_kit import _registry
+from raytrace_kit._ray_patches import (
+    RAY_OWN,
+    TAKEN,
+    attribute_owner,
+    is_kit_patch,
+    is_kit_remote,
+    is_taken,
+    mark_kit_remote,
+    patch,
+    patched,
+)
 
 __all__ = [
     "RAY_OWN",
     "TAKEN",
-    "ActorAlreadyExistsError",
     "ActorClass",
     "CloudPickler",
-    "DynamicObjectRefGenerator",
     "RemoteFunction",
     "accepts_keyword",
+    "actor_creation_task_id",
     "actor_id_of",
     "actor_location",
     "actor_method_class",
     "actor_method_submit",
+    "actor_of_method",
     "actor_subclass",
     "attribute_owner",
+    "available_per_node",
+    "blocked_in",
     "check_function_size",
     "connection_key",
     "current_actor_id",
     "current_task",
     "default_options_of",
-    "error_as_delivered",
+    "generator_task_id",
     "is_kit_patch",
     "is_kit_remote",
     "is_taken",
     "is_worker_process",
+    "keyword_of",
     "machine_resources",
     "mark_kit_remote",
     "patch",
@@ -59,46 +73,14 @@ __all__ = [
     "python_function_of",
     "ray_remote",
     "ray_worker",
+    "ref_of_future",
     "remote_name",
     "session_location",
+    "token_auth_for_attach",
 ]
 
 # Ray's pickler, subclassed by local mode to keep in-process objects as themselves.
 CloudPickler: Any = ray.cloudpickle.CloudPickler
-
-
-# What ray.get of a num_returns="dynamic" call's ref gives: its refs, iterable, with len().
-# Public under ``ray`` in every supported version; its module moved (``ray._raylet`` in
-# Ray 2.40-2.44, ``ray._private.object_ref_generator`` from 2.45), so it is read from here.
-DynamicObjectRefGenerator: Any = ray.DynamicObjectRefGenerator
-
-
-# What a named actor whose name is taken raises at ``.remote()``: Ray 2.53 and later raise
-# ``ActorAlreadyExistsError`` (a ``ValueError``); Ray 2.40-2.52 a plain ``ValueError``, with
-# the same message.
-ActorAlreadyExistsError: type[Exception] = getattr(
-    ray.exceptions, "ActorAlreadyExistsError", ValueError
-)
-
-
-def error_as_delivered(serialized: bytes) -> Exception | None:
-    """What ``ray.get`` raises in place of a task's error Ray cannot unpickle, else ``None``.
-
-    ``serialized`` is the error's ``RayError.to_bytes()``, as the worker sends it. An
-    exception that pickles but cannot be unpickled (an ``__init__`` whose arguments are not
-    its ``args``) arrives, from Ray 2.51, as ``UnserializableException`` with its text; Ray
-    2.40-2.50's deserializer catches the failure and delivers a ``RaySystemError`` instead.
-    """
-    delivered: Exception
-    try:
-        delivered = ray.exceptions.RayError.from_bytes(serialized)
-    except Exception as failure:  # Ray 2.40-2.50: "Failed to unpickle serialized exception"
-        delivered = ray.exceptions.RaySystemError(failure, traceback.format_exc())
-        return delivered
-    unserializable = getattr(ray.exceptions, "UnserializableException", None)  # Ray 2.51+
-    if unserializable is not None and isinstance(delivered, unserializable):
-        return delivered  # type: ignore[no-any-return]
-    return None
 
 
 # Ray's own ray.remote, from the module that defines it: the public name may be replaced
@@ -135,14 +117,36 @@ def actor_method_submit(cls: Any) -> Callable[..., Any]:
 
 def accepts_keyword(method: Any, name: str) -> bool:
     """Whether the actor method behind ``method`` (an ``ActorMethod``) takes ``name``."""
+    return keyword_of(method, name) is not None
+
+
+def keyword_of(method: Any, name: str) -> Any:
+    """The ``inspect.Parameter`` ``name`` of the actor method behind ``method``, or ``None``.
+
+    An ``ActorMethod`` keeps the method's signature (``_signature``, a list of parameters)
+    to check calls against; it travels with every handle. Ray 2.40's has none (2.41 added
+    it): its handle keeps every method's signature (``_ray_method_signatures``).
+    """
     signature = getattr(method, "_signature", None)
-    if signature is None:
-        # Ray 2.40: an ActorMethod has no ``_signature`` (added in 2.41); its handle keeps
-        # every method's signature in ``_ray_method_signatures``.
-        handle = method._actor_hard_ref or method._actor_ref()
-        signatures = getattr(handle, "_ray_method_signatures", None) or {}
+    if signature is None:  # Ray 2.40
+        signatures = getattr(actor_of_method(method), "_ray_method_signatures", None) or {}
         signature = signatures.get(method._method_name)
-    return any(parameter.name == name for parameter in signature or ())
+    for parameter in signature or ():
+        if parameter.name == name:
+            return parameter
+    return None
+
+
+def actor_of_method(method: Any) -> Any:
+    """The ``ActorHandle`` an ``ActorMethod`` calls (``_actor``).
+
+    Ray 2.40 to 2.44 hold it weakly (``_actor_ref``; ``_actor_hard_ref`` when a method is
+    passed on by itself); Ray 2.50 holds it (``_actor``). ``None`` if the handle is gone.
+    """
+    actor = getattr(method, "_actor", None)
+    if actor is None and hasattr(method, "_actor_ref"):  # Ray 2.40 to 2.44
+        actor = method._actor_hard_ref or method._actor_ref()
+    return actor
 
 
 def _global_worker() -> Any:
@@ -204,17 +208,13 @@ def current_task() -> tuple[str | None, int, str | None]:
 def session_location() -> tuple[str, str]:
     """``(temp dir, session name)`` of the Ray cluster this process is connected to.
 
-    Public from Ray 2.54 (``RuntimeContext.get_temp_dir``/``get_session_name``); Ray
-    2.40-2.53 keep both on the worker's node object only. Ray must be initialized.
+    Public from Ray 2.54 (``get_temp_dir``, ``get_session_name``); on the node before.
     """
-    if _PUBLIC_SESSION_GETTERS:
-        context = ray.get_runtime_context()
+    context = ray.get_runtime_context()
+    if hasattr(context, "get_session_name"):  # Ray 2.54 and later
         return context.get_temp_dir(), context.get_session_name()
-    node = _global_worker().node
+    node = _global_worker().node  # Ray 2.40 to 2.53
     return str(node.get_temp_dir_path()), str(node.session_name)
-
-
-_PUBLIC_SESSION_GETTERS = hasattr(ray.runtime_context.RuntimeContext, "get_session_name")
 
 
 def current_actor_id() -> str | None:
@@ -223,20 +223,112 @@ def current_actor_id() -> str | None:
     return None if actor.is_nil() else actor.hex()
 
 
-def current_attempt() -> int:
-    """The attempt number of the running task (0 first, 1 for the first retry...).
-
-    No public getter exists.
-    """
-    return int(_global_worker().core_worker.get_current_task_attempt_number())
-
-
 def actor_id_of(handle: Any) -> str:
     """The id of the actor behind an ``ActorHandle``, in hex (``_actor_id``).
 
     Public getters exist only inside the actor (``get_runtime_context().get_actor_id()``).
     """
     return handle._actor_id.hex()  # type: ignore[no-any-return]
+
+
+def token_auth_for_attach() -> None:
+    """Send this machine's Ray token when attaching to a cluster, as Ray's own CLI does.
+
+    A local cluster started with token authentication (the default in Ray 2.60) keeps its
+    token in ``~/.ray/auth_token``; a process that only attaches (``ray.init(address=...)``
+    from a shell where ``RAY_AUTH_MODE`` is unset) sends it only once token mode is on.
+    Ray's helper for that (``maybe_enable_token_auth_if_token_available``) sets the mode
+    and refreshes Ray's cached config; its notice is kept quiet. Rays without token
+    authentication have no such helper: nothing to do. The token itself is never read here.
+    """
+    try:
+        from ray._private.authentication import authentication_token_setup as setup  # noqa: PLC0415
+    except ImportError:
+        return
+    quiet = logging.getLogger(setup.__name__)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        quiet.setLevel(level)
+
+
+def actor_creation_task_id(handle: Any) -> str:
+    """The id of the task that creates the actor behind ``handle`` (its ``__init__``'s task).
+
+    Derived from the actor id as Ray derives it (``TaskID.for_actor_creation_task``); the
+    creation task's ``call.start`` carries this id, so a submission record names it.
+    """
+    return ray._raylet.TaskID.for_actor_creation_task(handle._actor_id).hex()  # type: ignore[no-any-return]
+
+
+def generator_task_id(generator: Any) -> str | None:
+    """The task id behind an ``ObjectRefGenerator`` (a streaming generator's ``.remote()``).
+
+    Its public methods yield the items' refs; the task's own ref is ``_generator_ref``.
+    """
+    ref = getattr(generator, "_generator_ref", None)
+    return None if ref is None else ref.task_id().hex()
+
+
+# Ray's ray.get and ray.wait, as the frames of a thread blocked in them show: the functions
+# in ray/_private/worker.py, and the name of the argument that holds the refs (ray.wait's is
+# ``ray_waitables`` in Ray 2.60, ``object_refs`` before).
+_BLOCKING = {
+    "get": ("ray.get", ("object_refs",)),
+    "wait": ("ray.wait", ("ray_waitables", "object_refs")),
+}
+_WORKER_FILE = ray._private.worker.__file__
+
+
+def blocked_in(frame: Any) -> tuple[str, Any] | None:
+    """``("ray.get"|"ray.wait", refs)`` if ``frame`` is Ray's get or wait, else ``None``.
+
+    No public API says what a thread waits on; the frame of Ray's own function does, by
+    its arguments. Read when asked (a stuck() snapshot, the watch), never on a call's path.
+    """
+    code = frame.f_code
+    known = _BLOCKING.get(code.co_name)
+    if known is None or code.co_filename != _WORKER_FILE:
+        return None
+    kind, names = known
+    local = frame.f_locals
+    for name in names:
+        if name in local:
+            return kind, local[name]
+    return None
+
+
+def ref_of_future(future: Any) -> Any:
+    """The ``ObjectRef`` an asyncio future stands for (``await ref``), or ``None``.
+
+    ``await ref`` awaits ``asyncio.wrap_future(ref.future())``: the asyncio future's done
+    callback holds the concurrent future (``asyncio.futures._chain_future``), which Ray
+    gives the ref as ``object_ref`` to keep it alive.
+    """
+    for callback in getattr(future, "_callbacks", None) or ():
+        function = callback[0] if isinstance(callback, tuple) else callback
+        for cell in getattr(function, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            ref = getattr(value, "object_ref", None)
+            if isinstance(ref, ray.ObjectRef):
+                return ref
+    return None
+
+
+def available_per_node() -> dict[str, dict[str, float]]:
+    """Each alive node's available resources now: ``{node id: {resource: amount}}``.
+
+    ``ray.available_resources()`` sums the cluster; the per-node figures come from the
+    GCS's resource view (``ray._private.state.available_resources_per_node``, a developer
+    API without a public name).
+    """
+    found = ray._private.state.available_resources_per_node()
+    return {node: dict(resources) for node, resources in found.items()}
 
 
 def actor_location(actor_id: str) -> tuple[str, str | None, int]:
@@ -302,88 +394,3 @@ def python_class_of(actor_class: Any) -> type:
 def default_options_of(remote: Any) -> dict[str, Any]:
     """The options a ``RemoteFunction`` or ``ActorClass`` was declared with (a copy)."""
     return dict(remote._default_options)
-
-
-# Set on the RemoteFunction/ActorClass objects raytrace_kit itself submits through, so
-# that local mode tells the kit's own submissions from the user's plain @ray.remote calls.
-_R = TypeVar("_R")
-_KIT_MARK = "__raytrace_kit__"
-
-
-def mark_kit_remote(remote: _R) -> _R:
-    """Mark a Ray remote function or actor class as the kit's own (not a plain call)."""
-    setattr(remote, _KIT_MARK, True)
-    return remote
-
-
-def is_kit_remote(remote: Any) -> bool:
-    """Whether ``remote`` (or the object it was made from by ``.options()``) is the kit's."""
-    return bool(getattr(remote, _KIT_MARK, False))
-
-
-# Whether a plain remote function or actor class is sent through a proxy by instrument()
-# when it is submitted: set by instrument(), read by local mode (which then neither warns
-# about it as a plain call nor converts its arguments).
-TAKEN: list[Callable[[Any], bool]] = []
-
-
-def is_taken(remote: Any) -> bool:
-    """Whether instrument() takes the calls of ``remote`` (a plain Ray object)."""
-    return bool(TAKEN) and TAKEN[0](remote)
-
-
-# Ray's own functions, as they were before any hook of the kit's replaced them: by name
-# under ``ray`` (``get``, ``actor.exit_actor`` ...). Local mode calls these for what is not
-# local; the hooks fill in the rest as they are installed.
-RAY_OWN: dict[str, Callable[..., Any]] = {
-    "get": ray.get,
-    "wait": ray.wait,
-    "put": ray.put,
-    "kill": ray.kill,
-    "get_actor": ray.get_actor,
-    "cancel": ray.cancel,
-    "get_runtime_context": ray.get_runtime_context,
-    "get_gpu_ids": ray.get_gpu_ids,
-}
-# The kit's patches in force: key -> (owner, attribute, Ray's own, ours). The key is the
-# dotted name under ``ray``, with a ``#suffix`` where two hooks share one attribute.
-_PATCHES: dict[str, tuple[Any, str, Callable[..., Any], Callable[..., Any]]] = {}
-
-
-def attribute_owner(dotted: str) -> tuple[Any, str]:
-    """The object that holds ``ray.<dotted>``, and the attribute's name (``#suffix`` cut)."""
-    path, _, attribute = dotted.partition("#")[0].rpartition(".")
-    owner: Any = ray
-    for part in filter(None, path.split(".")):
-        owner = getattr(owner, part)
-    return owner, attribute
-
-
-def patched(key: str) -> bool:
-    """Whether the kit's patch named ``key`` is in force."""
-    return key in _PATCHES
-
-
-def is_kit_patch(value: object) -> bool:
-    """Whether ``value`` is one of the kit's patches in force (another may stack on it)."""
-    return any(entry[3] is value for entry in _PATCHES.values())
-
-
-def patch(key: str, owner: Any, attribute: str, ours: Callable[..., Any]) -> None:
-    """Put ``ours`` in place of ``owner.attribute``; :func:`unpatch_all` puts Ray's back."""
-    _PATCHES[key] = (owner, attribute, getattr(owner, attribute), ours)
-    setattr(owner, attribute, ours)
-
-
-def _unpatch_all() -> None:
-    """Put back Ray's own where the kit's patches are still in place (for tests)."""
-    TAKEN.clear()
-    # Newest first: two patches of one attribute unwind to Ray's own.
-    for owner, attribute, original, ours in reversed(_PATCHES.values()):
-        if getattr(owner, attribute, None) is ours:
-            setattr(owner, attribute, original)
-    _PATCHES.clear()
-
-
-# Patches outlive a fork (what the program configured stays configured).
-_registry.register(_unpatch_all, layer=_registry.PROCESS)

@@ -8,14 +8,15 @@ Subcommands:
     timeline [SOURCE]   write a Chrome trace / Perfetto file of the calls
     explain [SOURCE]    what a Ray error (on stdin, or --task ID) means, and what to do
     collect             copy every node's files from a running cluster to here
+    stuck               what every call in flight waits on, now; deadlocks named
     sessions            the Ray sessions on this machine that hold kit records
 
 ``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the newest Ray
 session on this machine that has kit records and belongs to this user. Each command first
 says which session, folder or cluster it read, in one line on stderr (``--quiet`` hides
 it): stdout stays the command's data, for ``--json`` and pipes. Exit codes: 0 done, 1
-failed (the message says why), 2 bad usage (and ``collect --address auto`` with several
-clusters running), 3 nothing to read (no such source, or no events in it).
+failed (the message says why), 2 bad usage (and ``collect``/``stuck --address auto`` with
+several clusters running), 3 nothing to read (no such source, or no events in it).
 """
 
 from __future__ import annotations
@@ -98,6 +99,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     collect.add_argument("-o", "--output", type=Path, help="destination directory")
     collect.add_argument("--no-profiles", action="store_true", help="leave profile captures")
+
+    stuck = add(
+        "stuck",
+        help="what every call in flight waits on, now; deadlocks named",
+        description="Attach to a running cluster (through Ray: no dashboard, SSH or ptrace) "
+        "and say, for every call in flight, where it is and why it is not done: what a "
+        "pending call waits for, which calls a running call waits on, every deadlock.",
+    )
+    stuck.add_argument(
+        "--address",
+        default="auto",
+        help="the cluster, HOST:PORT (default: auto, the one running here; with several "
+        "running, it lists them and stops)",
+    )
+    stuck.add_argument("--json", action="store_true", help="print it as JSON")
+    stuck.add_argument("--html", type=Path, help="also write it as an HTML file")
+    stuck.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the nodes (30)"
+    )
 
     listed = add("sessions", help="the sessions on this machine that hold kit records")
     listed.add_argument("--json", action="store_true", help="print them as JSON")
@@ -211,10 +231,8 @@ def _explain(arguments: argparse.Namespace) -> int:
     return 0 if explained.kind != "Not a Ray error" else EXIT_FAILED
 
 
-def _collect(arguments: argparse.Namespace) -> int:
-    import ray  # noqa: PLC0415
-
-    import raytrace_kit  # noqa: PLC0415
+def _attach(arguments: argparse.Namespace) -> str | int:
+    """Connect to ``--address``; how it was chosen (for the header), or an exit code."""
     from raytrace_kit._reports import header, running  # noqa: PLC0415
 
     address, how = arguments.address, "as given"
@@ -225,21 +243,35 @@ def _collect(arguments: argparse.Namespace) -> int:
         if len(found) > 1:
             listing = "\n".join(header.cluster_listing(found))
             print(
-                f"raytrace-kit collect: {len(found)} Ray clusters are running on this "
-                "machine, and --address auto would attach to one of them without saying "
+                f"raytrace-kit {arguments.command}: {len(found)} Ray clusters are running on "
+                "this machine, and --address auto would attach to one of them without saying "
                 f"which. Choose one with --address HOST:PORT:\n{listing}",
                 file=sys.stderr,
             )
             return EXIT_USAGE
         if found:  # attach to the very cluster the line will name
             address, how = found[0].address, "the only cluster running here"
+    from raytrace_kit._driver.collect import attach  # noqa: PLC0415
+
     try:
-        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        attach(address)
     except ConnectionError as exc:
         print(
-            f"raytrace-kit collect: no Ray cluster at {arguments.address}: {exc}", file=sys.stderr
+            f"raytrace-kit {arguments.command}: no Ray cluster at {arguments.address}: {exc}",
+            file=sys.stderr,
         )
         return EXIT_FAILED
+    return how
+
+
+def _collect(arguments: argparse.Namespace) -> int:
+    import ray  # noqa: PLC0415
+
+    import raytrace_kit  # noqa: PLC0415
+
+    how = _attach(arguments)
+    if isinstance(how, int):
+        return how
     try:
         _say(arguments, lambda: _attached(how))
         dest = raytrace_kit.collect(arguments.output, profiles=not arguments.no_profiles)
@@ -251,6 +283,28 @@ def _collect(arguments: argparse.Namespace) -> int:
         detail = f"{copied:,} bytes copied" if copied is not None else record.get("error", "")
         print(f"node {record['node_id'][:12]}: {record['status']} {detail}".rstrip())
     print(dest)
+    return 0
+
+
+def _stuck(arguments: argparse.Namespace) -> int:
+    import ray  # noqa: PLC0415
+
+    import raytrace_kit  # noqa: PLC0415
+
+    how = _attach(arguments)
+    if isinstance(how, int):
+        return how
+    try:
+        _say(arguments, lambda: _attached(how))
+        found = raytrace_kit.stuck(timeout=arguments.timeout)
+    finally:
+        ray.shutdown()
+    if arguments.html:
+        found.save_html(arguments.html)
+    if arguments.json:
+        print(json.dumps(found.to_dict(), indent=1, default=str))
+    else:
+        print(found)
     return 0
 
 
@@ -290,6 +344,7 @@ _COMMANDS = {
     "timeline": _timeline,
     "explain": _explain,
     "collect": _collect,
+    "stuck": _stuck,
     "sessions": _sessions,
 }
 

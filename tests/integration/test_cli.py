@@ -102,7 +102,9 @@ def test_collect_from_the_running_cluster(tmp_path: Path) -> None:
         for x in shown.stdout.splitlines()
         if json.loads(x)["timestamp"] >= helpers.window_start()
     ]
-    assert [e["event"] for e in mine] == ["call.start", "call.end"]
+    # The call's own events, each once (the driver's call.submit record of it is written
+    # on the kit's thread's schedule, and its copy is not what this test is about).
+    assert [e["event"] for e in mine if e["event"] != "call.submit"] == ["call.start", "call.end"]
 
 
 def test_usage_errors_and_a_closed_pipe(tmp_path: Path) -> None:

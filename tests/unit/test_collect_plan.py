@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from raytrace_kit._driver.collect import _list_node, _plan, _same_directory, _unanswered
+from raytrace_kit._driver.collect import _list_node, _plan, _same_directory, unanswered
 
 ROOT = "/var/ray/session_1/logs/raytrace_kit"
 
@@ -80,4 +80,4 @@ def test_a_node_whose_raylet_answers_is_asked(tmp_path: Path) -> None:
             "NodeManagerAddress": "127.0.0.1",
             "NodeManagerPort": server.getsockname()[1],
         }
-        assert _unanswered(node) is None
+        assert unanswered(node) is None

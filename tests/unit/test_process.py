@@ -63,3 +63,30 @@ class TestFork:
         assert by_event["child.event"] == child["pid"]
         names = {p.name for p in raytrace_kit.log_dir().glob("events-*.jsonl")}
         assert f"events-nonode-{child['pid']}.jsonl" in names
+
+
+class TestStartFigures:
+    """A call starting right after another's end takes that end's figures; later ones read."""
+
+    def test_back_to_back_takes_the_last_end(self) -> None:
+        """Within REUSE_S of an end: its memory figures and process clock, this thread's CPU."""
+        _process.end_figures(process_cpu=True)
+        ended, rss, private, max_rss, process = _process.state.last_end or (0.0,) * 5
+        figures = _process.start_figures(ended + _process.REUSE_S / 2, process_cpu=True)
+        assert figures[:3] == (rss, private, max_rss)
+        assert figures[4] == process
+        assert figures[3] > 0  # this thread's CPU time, read fresh
+
+    def test_later_starts_read_their_own(self) -> None:
+        """Past REUSE_S the figures are read again (a sentinel end is not taken)."""
+        _process.state.last_end = (0.0, 1, 1, 1, 0.0)
+        figures = _process.start_figures(_process.REUSE_S * 2, process_cpu=True)
+        assert figures[0] != 1
+        assert figures[4] != 0.0
+
+    def test_a_missing_process_clock_is_read(self) -> None:
+        """An async call's end reads no process clock: a sync call after it reads its own."""
+        _process.state.last_end = (0.0, 1, 1, 1, None)
+        figures = _process.start_figures(0.0, process_cpu=True)
+        assert figures[4] is not None
+        assert figures[0] != 1

@@ -11,8 +11,8 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raytrace_kit._output import encode
-from raytrace_kit._output.schema import Call, CallStart
+from raytrace_kit._output import encode, submissions
+from raytrace_kit._output.schema import Call, CallStart, Stuck, Submission
 from raytrace_kit._process import ProcessIdentity
 
 IDENTITY = ProcessIdentity("01000000", "ab" * 28, "cd" * 28, 4242, is_worker=True)
@@ -297,3 +297,48 @@ class TestReadersShareTheSchema:
         )
         start = msgspec.json.decode(json.dumps(self._lines()[0]), type=CallStart)
         assert (start.call_id, start.rss_bytes) == ("0123456789abcdef", 20)
+
+
+class TestFlightLines:
+    """call.submit and call.stuck, rendered by the writer's own functions, decode as readers do."""
+
+    def test_submit_line_decodes_into_a_submission(self) -> None:
+        """Every field the stuck doctor reads survives the round trip."""
+        prefix = submissions.submit_prefix(
+            "m.A.__init__", "actor_init", {"CPU": 1.0, "GPU": 0.5}, "node:ab soft",
+            {"max_concurrency": 4, "async": True},
+        )  # fmt: skip
+        line = submissions.submit_line(
+            1_800_000_000.25, prefix, "ee" * 24, "aa" * 16, "0123456789abcdef/" + "ff" * 24,
+            IDENTITY, "/app/job.py:12", ["11" * 24],
+        )  # fmt: skip
+        record = msgspec.json.decode(line, type=Submission)
+        assert record == Submission(
+            task_id="ee" * 24, function="m.A.__init__", kind="actor_init",
+            timestamp="2027-01-15T08:00:00.250000+00:00", actor_id="aa" * 16,
+            parent_call_id="0123456789abcdef", parent_task_id="ff" * 24, job_id="01000000",
+            node_id="ab" * 28, pid=4242, site="/app/job.py:12",
+            resources={"CPU": 1.0, "GPU": 0.5}, scheduling="node:ab soft", max_concurrency=4,
+            is_async=True, arg_task_ids=["11" * 24],
+        )  # fmt: skip
+        assert list(json.loads(line))[:4] == ["timestamp", "level", "event", "schema"]
+
+    def test_stuck_line_decodes_into_a_stuck_event(self) -> None:
+        """The call's members, then where it was and what it waited on."""
+        members = encode.call_members(
+            call_id="0123456789abcdef",
+            spec_fragment=encode.members({"function": "m.f", "kind": "task"}),
+            mode="ray", task_id="ff" * 24, actor_id=None, identity=IDENTITY, attempt=0,
+        )  # fmt: skip
+        tail = encode.stuck_members(
+            61.5, 60.0, 1, "MainThread", [("/app/job.py", 9, "f", "time.sleep(3600)")],
+            {"what": "ray.get", "refs": 1, "task_ids": ["aa" * 24]},
+        )  # fmt: skip
+        event = msgspec.json.decode(
+            encode.call_line("call.stuck", "warning", members, tail), type=Stuck
+        )
+        assert (event.call_id, event.function, event.running_s, event.report) == (
+            "0123456789abcdef", "m.f", 61.5, 1,
+        )  # fmt: skip
+        assert event.stack == [["/app/job.py", 9, "f", "time.sleep(3600)"]]
+        assert event.waiting_on == {"what": "ray.get", "refs": 1, "task_ids": ["aa" * 24]}

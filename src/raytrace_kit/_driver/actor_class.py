@@ -8,7 +8,12 @@ from raytrace_kit import _ray_compat
 from raytrace_kit._driver.proxy import Debuggable, make_remote
 from raytrace_kit._local import handles as local_handles
 from raytrace_kit._local.setting import LocalConfig
+from raytrace_kit._output.context import PARENT_KWARG
+from raytrace_kit._output.writer import report_failure
+from raytrace_kit._worker import state as worker_state
+from raytrace_kit._worker import submitted
 from raytrace_kit._worker.instrument import instrument_class
+from raytrace_kit._worker.parents import install_method_hook
 from raytrace_kit.exceptions import InvalidOptionError, UsageError
 
 if TYPE_CHECKING:
@@ -48,6 +53,30 @@ class DebuggableActorClass(Debuggable, Generic[_T]):
         returned, used the same way.
         """
         return self._submit(args, kwargs)
+
+    def _record(self, made: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Keep the creation's ``call.submit`` record: the actor's id, its creation task's."""
+        try:
+            prefix = self._submit_prefix
+            if prefix is None:
+                name = f"{self.__module__}.{self.__qualname__}.__init__"
+                options = self._task_options()
+                prefix = submitted.prefix(name, "actor_init", options, self._python)
+                self._submit_prefix = prefix
+            if not worker_state.state.parents_hooked:  # its method calls get records too
+                worker_state.state.parents_hooked = True
+                install_method_hook()
+            submitted.record(
+                prefix,
+                made,
+                _ray_compat.actor_id_of(made),
+                kwargs.get(PARENT_KWARG),
+                args,
+                kwargs,
+                _ray_compat.actor_creation_task_id(made),
+            )
+        except Exception as exc:
+            report_failure("submit-record", "cannot record a submission", exc)
 
     def _run_locally(
         self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]

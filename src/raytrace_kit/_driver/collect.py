@@ -31,7 +31,7 @@ from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._output import paths, writer
 from raytrace_kit.exceptions import UsageError
 
-__all__ = ["collect"]
+__all__ = ["attach", "collect", "unanswered"]
 
 _CHUNK = 8 * 1024 * 1024  # bytes per streamed piece: bounded memory on both sides
 _RECORD = "collect.json"
@@ -111,7 +111,7 @@ def _plan(
 _ANSWER_SECONDS = 3.0
 
 
-def _unanswered(node: dict[str, Any]) -> str | None:
+def unanswered(node: dict[str, Any]) -> str | None:
     """Why the node's raylet does not answer, or ``None`` if it accepts a connection.
 
     A node killed without warning stays alive in ``ray.nodes()`` until its health checks
@@ -134,7 +134,7 @@ def _unanswered(node: dict[str, Any]) -> str | None:
 def _list_node(node: dict[str, Any], profiles: bool, dest: Path) -> dict[str, Any]:
     """Phase 1 on one node: what its directory holds (or why it could not be read)."""
     node_id = node["NodeID"]
-    down = _unanswered(node)
+    down = unanswered(node)
     if down is not None:
         return {"node": node, "error": down}
     strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
@@ -205,6 +205,19 @@ def _same_directory(listed: list[dict[str, Any]]) -> dict[str, str]:
         if first != node["NodeID"]:
             shared[node["NodeID"]] = first
     return shared
+
+
+def attach(address: str) -> None:
+    """Connect to the cluster at ``address`` from a process that did not start it.
+
+    As Ray's own command line does: with this machine's token authentication when a
+    cluster here keeps its token (see :func:`raytrace_kit._ray_compat.token_auth_for_attach`).
+
+    Raises:
+        ConnectionError: No cluster answers there.
+    """
+    _ray_compat.token_auth_for_attach()
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
 
 
 def collect(dest: str | os.PathLike[str] | None = None, *, profiles: bool = True) -> Path:

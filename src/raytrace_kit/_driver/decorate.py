@@ -79,6 +79,10 @@ def debuggable(target: Any = None, /, **options: Any) -> Any:
             - ``pin`` (``True``, a node id, or :class:`Pin`): ``True`` runs all calls of a
               function in one dedicated process; a node id runs every call (or the actor)
               on that node.
+            - ``stuck_after`` (seconds, ``False`` or ``None``): a call running longer
+              counts as stuck and leaves a ``call.stuck`` event with its stack and what
+              it waits on; ``None`` takes ``RAYTRACE_STUCK_AFTER`` (else 60 s), ``False``
+              turns it off.
 
     Returns:
         A :class:`DebuggableFunction` or :class:`DebuggableActorClass`, or, without

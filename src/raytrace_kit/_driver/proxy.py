@@ -31,7 +31,10 @@ from raytrace_kit._local.setting import LocalConfig, config_for
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._output import paths
 from raytrace_kit._output import state as output_state
+from raytrace_kit._output.context import PARENT_KWARG
+from raytrace_kit._output.writer import report_failure
 from raytrace_kit._serialization.report import reject
+from raytrace_kit._worker import submitted
 from raytrace_kit._worker.parents import with_parent
 from raytrace_kit.exceptions import NotSerializableError
 
@@ -130,6 +133,7 @@ class Debuggable:
         self._ray_options = dict(ray_options or {})
         self._shared = shared if shared is not None else _Shared()
         self._remote_target: Any = None
+        self._submit_prefix: str | None = None  # its call.submit records' fixed members
         if options.local:
             # Install the ray.get/ray.wait hooks now: in `ray.get(f.remote())` Python looks
             # up ray.get before f.remote() runs.
@@ -264,21 +268,7 @@ class Debuggable:
                 if config is not None:
                     return self._local_call(config, args, kwargs)
             kwargs = with_parent(kwargs)  # inside a call: which call submitted this one
-            pin = options.pin
-            if pin is not None:
-                if pin.node_id is not None:
-                    self._check_node(pin.node_id)
-                if pin.process:
-                    return self._call_pinned(args, kwargs)
-            block = BLOCK.get()
-            if block is not None and options.profile is None and self._kind == "function":
-                # Submitted inside profile_memory()/profile_cpu(): profile it in the worker.
-                in_block = dataclasses.replace(options, profile=block.kind, profile_block=block.id)
-                return self._derive(in_block, self._ray_options)._target().remote(*args, **kwargs)
-            target = self._remote_target or self._target()
-            if output_state.state.last_ray_log_dir is None:  # once: what report() reads later
-                paths.remember_session()
-            return target.remote(*args, **kwargs)
+            made = self._submit_to_ray(args, kwargs)
         except Exception as exc:
             # Pickling failures come as TypeError, PicklingError, NotImplementedError...:
             # explain any of them; anything else is re-raised untouched.
@@ -293,6 +283,41 @@ class Debuggable:
             if explained is None:
                 raise
             raise explained from exc
+        if options.log:
+            self._record(made, args, kwargs)
+        return made
+
+    def _submit_to_ray(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Submit to Ray: pinned, profiled in a block, or as it is."""
+        options = self._options
+        pin = options.pin
+        if pin is not None and pin.node_id is not None:
+            self._check_node(pin.node_id)
+        if pin is not None and pin.process:
+            return self._call_pinned(args, kwargs)
+        block = BLOCK.get()
+        if block is not None and options.profile is None and self._kind == "function":
+            # Submitted inside profile_memory()/profile_cpu(): profile it in the worker.
+            in_block = dataclasses.replace(options, profile=block.kind, profile_block=block.id)
+            return self._derive(in_block, self._ray_options)._target().remote(*args, **kwargs)
+        target = self._remote_target or self._target()
+        if output_state.state.last_ray_log_dir is None:  # once: what report() reads later
+            paths.remember_session()
+        return target.remote(*args, **kwargs)
+
+    def _record(self, made: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Keep the ``call.submit`` record of a call just submitted (see ``_worker.submitted``).
+
+        Never raises: the call is submitted already, and its result is the user's.
+        """
+        try:
+            prefix = self._submit_prefix
+            if prefix is None:
+                name = f"{self.__module__}.{self.__qualname__}"
+                prefix = self._submit_prefix = submitted.prefix(name, "task", self._task_options())
+            submitted.record(prefix, made, None, kwargs.get(PARENT_KWARG), args, kwargs)
+        except Exception as exc:
+            report_failure("submit-record", "cannot record a submission", exc)
 
     def _run_locally(
         self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]

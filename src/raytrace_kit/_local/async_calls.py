@@ -60,6 +60,8 @@ async def execute_async_call(
     boundary = Boundary(spec, fn, args, kwargs, owner, "local", actor_id, None, attempt, cpu=False)
     try:
         with boundary:
+            if boundary.call is not None:  # where its frames are while it awaits (watch)
+                boundary.call.task = asyncio.current_task()
             if (tracker := boundary.tracker) is not None:
                 try:
                     tracker.__enter__()  # in this frame, as the boundary's runners do

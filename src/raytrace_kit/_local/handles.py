@@ -17,7 +17,7 @@ from raytrace_kit._local.copies import keep_alive
 from raytrace_kit._local.refs import LocalRef
 from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import DebugOptions
-from raytrace_kit._ray_compat import ActorAlreadyExistsError
+from raytrace_kit._ray_versions import ActorAlreadyExistsError
 
 __all__ = ["LocalActorHandle", "LocalActorMethod", "create_actor", "get_actor", "kill"]
 

@@ -26,7 +26,8 @@ from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 from raytrace_kit._local import state as local_state
 from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
 from raytrace_kit._output.frames import user_frames
-from raytrace_kit._ray_compat import RAY_OWN, error_as_delivered
+from raytrace_kit._ray_compat import RAY_OWN
+from raytrace_kit._ray_versions import error_as_delivered
 from raytrace_kit.exceptions import LocalModeError
 
 __all__ = [

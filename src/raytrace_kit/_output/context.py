@@ -25,6 +25,9 @@ class ActiveCall:
         owner: ``id()`` of the actor instance running the call, ``None`` for tasks.
         started: ``time.perf_counter()`` at the start of the call.
         fragment: The call's JSON members shared by ``call.start`` and ``call.end``.
+        watch: Its ``stuck_after`` (``None``: the process's; ``False``: not watched), set
+            by the boundary.
+        task: The asyncio task running it (async calls only; read with ``getattr``).
     """
 
     __slots__ = (
@@ -43,10 +46,15 @@ class ActiveCall:
         "spec_fields",
         "spec_fragment",
         "started",
+        "task",
         "task_id",
         "task_name",
         "thread",
+        "watch",
     )
+
+    watch: float | bool | None  # set by the boundary
+    task: Any  # set for async calls only
 
     def __init__(  # noqa: PLR0917 -- positional: built once per call, on the hot path
         self,

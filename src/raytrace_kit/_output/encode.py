@@ -10,6 +10,16 @@ UTC, microseconds, fixed width so that timestamps sort as strings), ``level`` an
   ``error_type`` and ``error`` on failure, ``rss_bytes``, ``rss_minus_shr_bytes``,
   ``max_rss_bytes``), then :func:`profile_members` for profiled calls (``profile_path``,
   ``profile_block``, ``profile_scope``).
+- ``call.submit``: written by the process that called ``.remote()``, in batches, rendered
+  by :mod:`.submissions` (``submit_line``: ``task_id`` of the submitted call,
+  ``function``, ``kind``, ``resources``, ``scheduling``, ``max_concurrency`` and
+  ``async`` for an actor, ``actor_id`` of the actor it goes to or creates,
+  ``parent_call_id``/``parent_task_id`` of the submitting call (null from the driver),
+  the submitter's ``job_id``, ``node_id``, ``worker_id``, ``pid``, the ``site`` in the
+  submitter's code, and ``arg_task_ids``, the tasks that produce its argument refs).
+- ``call.stuck``: a running call past its ``stuck_after``: the call's members, then
+  :func:`stuck_members` (``running_s``, ``stuck_after_s``, ``report``, ``thread``,
+  ``stack``, ``waiting_on``).
 - ``serialization.fail``: :func:`serialization_fields` (``function``, ``target``,
   ``context``, ``failures``: name, path, scope, type of each; never values).
 - ``profile.skipped``: ``function``, ``profiler``, ``reason``.
@@ -30,9 +40,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import time
-import traceback
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -44,6 +52,7 @@ if TYPE_CHECKING:
     from raytrace_kit._process import ProcessIdentity
 
 from raytrace_kit._output.redact import ARG_CHARS, REDACTED, is_secret_key, shown_arguments
+from raytrace_kit._output.tracebacks import KIT_DIR, TRACEBACK_CHARS, clean_text, user_traceback
 
 __all__ = [
     "ARG_CHARS",
@@ -59,6 +68,7 @@ __all__ = [
     "end_members",
     "event_line",
     "failure_record",
+    "identity_members",
     "is_secret_key",
     "members",
     "memory_members",
@@ -66,15 +76,13 @@ __all__ = [
     "profile_members",
     "safe_str",
     "serialization_fields",
+    "stamp",
+    "stuck_members",
     "user_traceback",
 ]
 
 SCHEMA = 2  # the schema version every event carries (a missing one means version 1)
 FIRST_KEYS = ("timestamp", "level", "event", "schema")
-# A failed call's traceback is capped at this many characters: its first frames and, above
-# all, its last ones (the failing frame and the error) are kept; docs/events.md says so.
-TRACEBACK_CHARS = 8192
-KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ERROR_CHARS = 2000  # enough for any useful message; bounds one runaway str(exc)
 # Each value of an event is capped at this many characters of JSON (documented in
 # docs/logging.md): one 5 MB value must not make one 5 MB line. A cut value keeps its first
@@ -83,6 +91,20 @@ VALUE_CHARS = 4096
 
 # One encoder for the process: json.dumps() with options builds a new one per call.
 _ENCODER = json.JSONEncoder(default=repr, ensure_ascii=False, separators=(",", ":"))
+
+
+def stamp(seconds: float) -> str:
+    """``seconds`` since the epoch as :func:`now` renders the present time."""
+    second = int(seconds)
+    state = output_state.state
+    clock = state.clock
+    if clock[0] != second:
+        text = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        if second >= clock[0]:  # keep the cache for the newest second
+            state.clock = (second, text)
+    else:
+        text = clock[1]
+    return f"{text}.{int((seconds - second) * 1e6):06d}+00:00"
 
 
 def now() -> str:
@@ -118,7 +140,8 @@ def _quoted(value: str | None) -> str:
     return "null" if value is None else f'"{value}"'
 
 
-def _identity_members(identity: ProcessIdentity) -> str:
+def identity_members(identity: ProcessIdentity) -> str:
+    """The process's ids as members (``job_id``, ``node_id``, ``worker_id``, ``pid``)."""
     state = output_state.state
     cached = state.identity_members
     if cached is not None and cached[0] is identity:
@@ -164,7 +187,7 @@ def call_members(
     return (
         f'"call_id":"{call_id}",{parents}{spec_fragment},"mode":"{mode}",'
         f'"task_id":{task},"task_name":{name},"actor_id":{actor},'
-        f"{_identity_members(identity)},"
+        f"{identity_members(identity)},"
         f'"attempt":{"null" if attempt is None else int(attempt)}'
     )
 
@@ -235,66 +258,6 @@ def end_members(
     )
 
 
-def user_traceback(error: BaseException) -> str:
-    """``error``'s traceback as Python prints it, without raytrace_kit's own frames.
-
-    Chained exceptions (``raise ... from``, errors during handling) are kept. Longer than
-    :data:`TRACEBACK_CHARS`, the middle is cut, saying how much. Never raises.
-    """
-    try:
-        formatted = traceback.TracebackException(
-            type(error), error, error.__traceback__, compact=True
-        )
-        for part in _chain(formatted):
-            part.stack = traceback.StackSummary.from_list(
-                [frame for frame in part.stack if not frame.filename.startswith(KIT_DIR)]
-            )
-        text = clean_text("".join(formatted.format()))
-    except Exception as exc:
-        return f"<traceback unavailable: {type(exc).__name__}>"
-    if len(text) <= TRACEBACK_CHARS:
-        return text
-    head, tail = TRACEBACK_CHARS // 8, TRACEBACK_CHARS - TRACEBACK_CHARS // 8 - 64
-    return f"{text[:head]}... <cut: {len(text) - head - tail} characters> ...{text[-tail:]}"
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def clean_text(text: str) -> str:
-    """A message or traceback without terminal colours and without the kit's own frames.
-
-    A failed child's ``RayTaskError`` carries the child worker's traceback as text (Ray's
-    own formatting, coloured): its ``File ".../raytrace_kit/..."`` entries, with the code
-    lines under them, are taken out as the frames of this process are.
-    """
-    text = _ANSI.sub("", text)
-    if KIT_DIR not in text:
-        return text
-    kept: list[str] = []
-    skipping = False
-    for line in text.splitlines(keepends=True):
-        if line.startswith('  File "'):
-            skipping = line.startswith(f'  File "{KIT_DIR}')
-        elif not line.startswith("    "):
-            skipping = False
-        if not skipping:
-            kept.append(line)
-    return "".join(kept)
-
-
-def _chain(formatted: traceback.TracebackException) -> list[traceback.TracebackException]:
-    seen: list[traceback.TracebackException] = []
-    pending = [formatted]
-    while pending:
-        part = pending.pop()
-        if any(part is done for done in seen):
-            continue
-        seen.append(part)
-        pending.extend(p for p in (part.__cause__, part.__context__) if p is not None)
-    return seen
-
-
 def profile_members(path: os.PathLike[str] | str, block: str | None, scope: str | None) -> str:
     """The members a profiled call's ``call.end`` adds, starting with a comma."""
     fields: dict[str, Any] = {"profile_path": str(path)}
@@ -303,6 +266,27 @@ def profile_members(path: os.PathLike[str] | str, block: str | None, scope: str 
     if scope:
         fields["profile_scope"] = scope
     return "," + members(fields)
+
+
+def stuck_members(  # noqa: PLR0917 -- its one caller's
+    running_s: float,
+    stuck_after_s: float,
+    report: int,
+    thread: str | None,
+    stack: list[tuple[str, int, str, str]],
+    waiting_on: Mapping[str, Any] | None,
+) -> str:
+    """``call.stuck``'s own members, starting with a comma (see the module's docstring)."""
+    return "," + members(
+        {
+            "running_s": round(running_s, 3),
+            "stuck_after_s": stuck_after_s,
+            "report": report,
+            "thread": thread,
+            "stack": [list(frame) for frame in stack],
+            "waiting_on": waiting_on,
+        }
+    )
 
 
 def call_line(event: str, level: str, call_fragment: str, tail: str = "") -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from raytrace_kit._output.encode import KIT_DIR
+from raytrace_kit._output.tracebacks import KIT_DIR
 
 if TYPE_CHECKING:
     from types import TracebackType

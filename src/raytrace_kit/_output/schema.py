@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["Call", "CallStart"]
+__all__ = ["Call", "CallStart", "Stuck", "Submission"]
 
 
 class Call(msgspec.Struct, gc=False):
@@ -67,3 +67,53 @@ class CallStart(msgspec.Struct, gc=False):
     call_id: str = ""
     timestamp: str = ""
     rss_bytes: int | None = None
+
+
+class Submission(msgspec.Struct, gc=False):
+    """A ``call.submit`` record: one ``.remote()`` of a debuggable, where it was made.
+
+    ``task_id`` is the id of the submitted call's task (its ``call.start`` carries it);
+    ``actor_id`` the actor a method goes to, or the actor an ``actor_init`` creates;
+    ``parent_call_id`` the submitting call (``None``: the driver, outside calls);
+    ``resources`` what it asks to be placed with, in Ray's names (``CPU``, ``GPU``...);
+    ``arg_task_ids`` the tasks that produce the refs among its arguments.
+    """
+
+    task_id: str | None = None
+    function: str = ""
+    kind: str | None = None
+    timestamp: str = ""
+    actor_id: str | None = None
+    parent_call_id: str | None = None
+    parent_task_id: str | None = None
+    job_id: str | None = None
+    node_id: str | None = None
+    pid: int | None = None
+    site: str | None = None
+    resources: dict[str, float] = msgspec.field(default_factory=dict)
+    scheduling: str | None = None
+    max_concurrency: int | None = None
+    is_async: bool | None = msgspec.field(default=None, name="async")
+    arg_task_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class Stuck(msgspec.Struct, gc=False):
+    """A ``call.stuck`` event: a call running past its ``stuck_after``, where it was then.
+
+    ``stack`` holds ``[file, line, function, source]`` per user frame, outermost first;
+    ``waiting_on`` (``what``, ``refs``, ``task_ids``) what it was blocked on, if anything.
+    """
+
+    call_id: str = ""
+    function: str = ""
+    timestamp: str = ""
+    task_id: str | None = None
+    actor_id: str | None = None
+    node_id: str | None = None
+    pid: int | None = None
+    running_s: float = 0.0
+    stuck_after_s: float = 0.0
+    report: int = 1
+    thread: str | None = None
+    stack: list[list[str | int]] = msgspec.field(default_factory=list)
+    waiting_on: dict[str, object] | None = None

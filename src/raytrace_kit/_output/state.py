@@ -8,8 +8,9 @@ the parent's session directory.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raytrace_kit import _registry
 
@@ -38,6 +39,10 @@ class OutputState:
         self.identity_members: tuple[ProcessIdentity, str] | None = None  # rendered once
         self.clock: tuple[int, str] = (-1, "")  # the current second, formatted once
         self.echo = False  # get_logger() events also shown here (see logger.echo)
+        # call.submit records not yet written, one tuple each (see .submissions), and what
+        # tells the kit's thread that a batch has begun (set when the thread starts).
+        self.submissions: list[tuple[Any, ...]] = []
+        self.wake: Callable[[], None] | None = None
 
     def reset(self) -> None:
         """Close this process's event files and forget everything."""

@@ -217,7 +217,13 @@ def _writer(identity: _process.ProcessIdentity | None = None) -> EventWriter:
     cached = state.driver_writer
     if cached is not None and cached[0] is identity:
         return cached[1]
-    path = paths.log_dir() / paths.event_file_name(identity.node_id, identity.pid)
+    directory = paths.log_dir()
+    last = output_state.state.last_ray_log_dir
+    if identity.node_id is not None and last is not None and not ray_connected(identity):
+        # Records of a Ray session this driver has left (ray.shutdown(), then written by
+        # the kit's thread or at exit): to that session's directory, where they belong.
+        directory = last
+    path = directory / paths.event_file_name(identity.node_id, identity.pid)
     writer = state.writers.get(path)
     if writer is None:
         with state.lock:
@@ -229,6 +235,11 @@ def _writer(identity: _process.ProcessIdentity | None = None) -> EventWriter:
             cached[1].close()  # the previous session's file: ray.shutdown() came before
         state.driver_writer = (identity, writer)
     return writer
+
+
+def ray_connected(identity: _process.ProcessIdentity) -> bool:
+    """Whether ``identity`` is this process's identity now (its Ray connection is open)."""
+    return _process.process_identity() is identity
 
 
 def write_line(line: bytes, identity: _process.ProcessIdentity | None = None) -> None:
@@ -253,8 +264,15 @@ def emit(event: str, level: str, fields: dict[str, Any]) -> None:
 
 
 def emit_call(event: str, level: str, call: ActiveCall, tail: str = "") -> None:
-    """Write ``call.start`` / ``call.end`` (the hot path: pre-rendered members)."""
+    """Write ``call.start`` / ``call.end`` (the hot path: pre-rendered members).
+
+    Submission records waiting to be written go first, in the same write.
+    """
     line = encode.call_line(event, level, call.fragment, tail)
+    if output_state.state.submissions:
+        from raytrace_kit._output.submissions import rendered  # noqa: PLC0415 -- it imports us
+
+        line = rendered(call.identity) + line
     try:
         (output_state.state.worker_writer or _writer(call.identity)).write(line)
     except Exception as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -98,14 +98,18 @@ class StartLine:
 
 
 def iter_calls(  # noqa: PLR0912 -- the hot loop
-    files: list[Path], start: StartLine | None = None
+    files: list[Path],
+    start: StartLine | None = None,
+    others: Callable[[bytes], None] | None = None,
 ) -> Iterator[Call]:
     """The calls of one process, as its files have them (end order), interrupted ones last.
 
     ``files`` are the process's files oldest first (see :func:`processes`), so a call whose
     start and end were rotated into two files joins. A ``call.start`` is decoded only when
     its ``call.end`` lacks what it has (files of before ``rss_start_bytes``) or never came.
-    ``start``, if given, holds the ``call.start`` line of each call while it is yielded.
+    ``start``, if given, holds the ``call.start`` line of each call while it is yielded;
+    ``others``, if given, is called with the line of each other ``call.*`` event
+    (``call.submit``, ``call.stuck``), undecoded, in file order.
     """
     starts: dict[str, bytes] = {}
     end = _END
@@ -140,6 +144,8 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
                             starts[raw[found:close].decode()] = raw
                         else:
                             starts[_START(raw).call_id] = raw
+                    elif others is not None:
+                        others(raw)
                 except (msgspec.DecodeError, IndexError, UnicodeDecodeError):
                     continue  # a line cut short by a killed process
     for raw in starts.values():

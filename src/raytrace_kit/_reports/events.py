@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit._output import paths
-from raytrace_kit._reports.session import Session
+from raytrace_kit._reports.session import Session, flush_own
 from raytrace_kit.exceptions import EventsNotFoundError
 
 __all__ = ["read_events"]
@@ -31,6 +31,7 @@ def read_events(path: str | os.PathLike[str] | None = None) -> list[dict[str, An
         Every event, oldest first. A truncated last line (a process killed while writing)
         is skipped, and so is any line that is not a JSON object.
     """
+    flush_own()
     root = Path(path) if path is not None else paths.log_dir()
     if not root.exists():
         msg = (

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import html
 import os
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._html import card, cell_traceback, pre, table
+from raytrace_kit._html import card, cell_name, cell_traceback, page, pre, table
 from raytrace_kit._reports.charts import pictures
 
 if TYPE_CHECKING:
     from raytrace_kit._reports.report import Report
 
-__all__ = ["driver_line", "html_card", "html_page", "sections", "text"]
+__all__ = ["driver_line", "html_card", "html_page", "sections", "stack_text", "text"]
 
-Section = tuple[str, tuple[str, ...], list[tuple[str, ...]]]
+# A table: its title, columns and rows, and what is shown under it (caption, text).
+Section = tuple[str, tuple[str, ...], list[tuple[str, ...]], list[tuple[str, str]]]
 
 
 def _mib(value: int | None) -> str:
@@ -68,6 +70,26 @@ def driver_line(report: Report) -> str:
 
 
 _TRACE_LINES, _LINE_CHARS = 60, 300  # a traceback shown: its last lines, each this long
+_LISTED = 20  # rows of the in-flight sections shown (all are in to_dict())
+_STACKS = 5  # stuck calls whose stacks are shown
+_QUEUE_SHOWN_S = 0.1  # functions whose calls waited this long in queue, at most
+
+
+def _clock(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%H:%M:%S.%f")[:12]
+
+
+def stack_text(stack: list[list[Any]], frames: int = 12) -> str:
+    """A stack's frames as a traceback prints them, outermost first (cells as In [n])."""
+    lines = []
+    for frame in stack[-frames:]:
+        filename, number, function = frame[0], frame[1], frame[2]
+        cell = cell_name(str(filename))
+        place = f"Cell {cell}" if cell is not None else f'File "{filename}"'
+        lines.append(f"  {place}, line {number}, in {function}")
+        if len(frame) > 3 and frame[3]:
+            lines.append(f"    {frame[3]}")
+    return "\n".join(lines)
 
 
 def _shown(trace: str) -> str:
@@ -89,6 +111,16 @@ def sections(report: Report) -> list[Section]:
             "Failures", ("function", "error", "count", "nodes", "first (UTC)", "last (UTC)"),
             [(f["function"], f["error_type"], str(f["count"]), str(len(f["nodes"])),
               f["first"][11:23], f["last"][11:23]) for f in report.failures],
+            _tracebacks(report),
+        ))  # fmt: skip
+    if report.stuck:
+        found.append((
+            "Calls reported stuck (they ran past their stuck_after)",
+            ("function", "call", "ran", "where", "waiting in", "then"),
+            [(s["function"], s["call_id"], f"{s['running_s']:.1f}s", s["where"] or "?",
+              s["waiting_in"] or "", s["outcome"]) for s in report.stuck],
+            [(f"{s['function']} (call {s['call_id']}), its stack when last reported:",
+              stack_text(s["stack"])) for s in report.stuck if s["stack"]][:_STACKS],
         ))  # fmt: skip
     if report.interrupted:
         found.append((
@@ -96,7 +128,22 @@ def sections(report: Report) -> list[Section]:
             ("function", "node", "pid", "started (UTC)", "rss at start", "why (Ray's records)"),
             [(i["function"], (i["node_id"] or "?")[:12], str(i["pid"]), i["started"][11:23],
               _mib(i["rss_start_bytes"]), i.get("cause") or "no record")
-             for i in report.interrupted],
+             for i in report.interrupted], [],
+        ))  # fmt: skip
+    if report.never_started:
+        found.append((
+            "Submitted, never started (by the end of the records)",
+            ("function", "submitted (UTC)", "where", "task"),
+            [(n["function"], _clock(n["submitted"]), n["site"] or "?", (n["task_id"] or "")[:16])
+             for n in report.never_started[:_LISTED]], [],
+        ))  # fmt: skip
+    queued = [q for q in report.queued if q["max_s"] >= _QUEUE_SHOWN_S][:_LISTED]
+    if queued:
+        found.append((
+            "Time in queue (from .remote() to the call's start)",
+            ("function", "calls", "p50", "p95", "max"),
+            [(q["function"], str(q["count"]), f"{q['p50_s']:.3f}s", f"{q['p95_s']:.3f}s",
+              f"{q['max_s']:.3f}s") for q in queued], [],
         ))  # fmt: skip
     sites = report.driver.get("sites")
     if sites:
@@ -104,7 +151,7 @@ def sections(report: Report) -> list[Section]:
             "Where the driver waited (ray.get / ray.wait in its code)",
             ("where", "in", "call", "times", "blocked", "longest"),
             [(s["where"], s["function"], s["call"], str(s["count"]), f"{s['blocked_s']:.2f}s",
-              f"{s['longest_s']:.2f}s") for s in sites],
+              f"{s['longest_s']:.2f}s") for s in sites], [],
         ))  # fmt: skip
     if report.slowest:
         found.append((
@@ -112,14 +159,14 @@ def sections(report: Report) -> list[Section]:
             ("function", "calls", "p50", "p95", "max", "total", "share"),
             [(s["function"], str(s["count"]), f"{s['p50_s']:.3f}s", f"{s['p95_s']:.3f}s",
               f"{s['max_s']:.3f}s", f"{s['total_s']:.2f}s", f"{s['share']:.0%}")
-             for s in report.slowest],
+             for s in report.slowest], [],
         ))  # fmt: skip
     if report.memory:
         found.append((
             _top("Memory per call", len(report.memory), report.overview.get("functions")),
             ("function", "largest growth", "largest RSS-SHR"),
             [(m["function"], _mib(m["max_growth_bytes"]), _mib(m["max_private_bytes"]))
-             for m in report.memory],
+             for m in report.memory], [],
         ))  # fmt: skip
     return found
 
@@ -161,17 +208,16 @@ def _print(console: Any, report: Report) -> None:
             title, evidence = escape(finding.title), escape(finding.evidence)
             console.print(f"- [bold]{title}[/bold]: {evidence}", soft_wrap=True)
             console.print(f"  Fix: {finding.fix}", markup=False, highlight=False, soft_wrap=True)
-    for index, (title, columns, rows) in enumerate(sections(report)):
+    for title, columns, rows, under in sections(report):
         shown = Table(title=title, title_justify="left")
         for column in columns:
             shown.add_column(column)
         for row in rows:
             shown.add_row(*(escape(cell) for cell in row))
         console.print(shown)
-        if index == 0 and report.failures:  # the failures' tracebacks follow their table
-            for caption, trace in _tracebacks(report):
-                console.print(caption, markup=False, highlight=False, style="bold")
-                console.print(trace, markup=False, highlight=False)
+        for caption, trace in under:  # tracebacks, stacks: under their table
+            console.print(caption, markup=False, highlight=False, style="bold")
+            console.print(trace, markup=False, highlight=False)
 
 
 def html_card(report: Report) -> str:
@@ -187,18 +233,14 @@ def html_card(report: Report) -> str:
         )
         parts.append(f"<div><b>Findings</b></div><ul>{items}</ul>")
     parts.extend(pictures(report.charts))
-    for index, (title, columns, rows) in enumerate(sections(report)):
+    for title, columns, rows, under in sections(report):
         parts.append(f"<div><b>{html.escape(title)}</b></div>")
         parts.append(table(columns, rows))
-        if index == 0 and report.failures:
-            for caption, trace in _tracebacks(report):
-                parts.append(f"<div>{html.escape(caption)}</div>{pre(trace)}")
+        for caption, trace in under:
+            parts.append(f"<div>{html.escape(caption)}</div>{pre(trace)}")
     return card("Run report", headline(report), *parts)
 
 
 def html_page(report: Report) -> str:
     """One self-contained page (no scripts, no network, inline SVG) for ``save_html()``."""
-    return (
-        '<!doctype html><html><head><meta charset="utf-8"><title>raytrace_kit run report'
-        f"</title></head><body>{html_card(report)}</body></html>"
-    )
+    return page("raytrace_kit run report", html_card(report))

@@ -10,7 +10,6 @@ notebooks, with pictures drawn from ``charts`` (``charts.py``), ``to_dict()`` fo
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import statistics
@@ -18,13 +17,20 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._reports import render
+from raytrace_kit._reports import render, rules
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls
 from raytrace_kit._reports.deaths import death_finding, find_ray_logs, worker_deaths
 from raytrace_kit._reports.driver import read_driver
 from raytrace_kit._reports.finding import Finding
 from raytrace_kit._reports.lanes import lanes_data
 from raytrace_kit._reports.linking import still_running
+from raytrace_kit._reports.queues import Queues, has_submissions
+from raytrace_kit._reports.rules import (
+    STRAGGLER_EXCESS_S,
+    STRAGGLER_MIN_CALLS,
+    STRAGGLER_RATIO,
+    straggler_floor,
+)
 from raytrace_kit._reports.session import Session, instant, open_session
 from raytrace_kit._reports.spread import spread
 from raytrace_kit._reports.tally import Tally, seconds
@@ -35,20 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Finding", "Report", "report"]
 
-TINY_SECONDS = 0.010  # a median call shorter than this: scheduling costs more than the work
-TINY_MIN_CALLS = 20
-SERIAL_MIN_CHILDREN = 5
-STRAGGLER_MIN_CALLS = 5  # a function's slowest call, among at least this many...
-STRAGGLER_RATIO = 5.0  # ...this many times its median...
-STRAGGLER_EXCESS_S = 1.0  # ...and this much longer: one call holds up what waits for all
-SERIAL_ACTOR_SHARE = 0.5  # an actor busy at least this share of the run...
-SERIAL_GAP_S = 0.002  # ...its calls this close (or a tenth of a call)...: it is the queue
 SPREADS = 12  # functions whose durations are pictured: the slowest ones, stragglers' too
-
-
-def straggler_floor(median: float) -> float:
-    """How long a call of a function with this median takes to be a straggler."""
-    return max(STRAGGLER_RATIO * median, median + STRAGGLER_EXCESS_S)
 
 
 @dataclass
@@ -63,6 +56,10 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     charts: dict[str, Any] = field(default_factory=dict)  # what the pictures draw
     driver: dict[str, Any] = field(default_factory=dict)  # the driver's runs and waits
+    # From the in-flight records: time in queue, calls never started, stuck calls.
+    queued: list[dict[str, Any]] = field(default_factory=list)
+    never_started: list[dict[str, Any]] = field(default_factory=list)
+    stuck: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-ready)."""
@@ -126,6 +123,16 @@ def _slowest(tally: Tally, span: float) -> tuple[list[dict[str, Any]], list[dict
     return rows[:10], [spreads[f] for f in ordered if f in pictured]
 
 
+def _medians(tally: Tally, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The median duration of each function named in ``rows``."""
+    found = {}
+    for row in rows:
+        aggregate = tally.functions.get(row["function"])
+        if aggregate is not None and aggregate.durations:
+            found[row["function"]] = statistics.median(aggregate.durations)
+    return found
+
+
 def _memory(tally: Tally) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [
         {"function": f, "max_growth_bytes": a.growth, "max_private_bytes": a.private}
@@ -134,145 +141,6 @@ def _memory(tally: Tally) -> list[dict[str, Any]]:
     ]
     rows.sort(key=lambda r: -(r["max_growth_bytes"] or 0))
     return rows[:10]
-
-
-def _tiny_tasks(tally: Tally) -> list[Finding]:
-    found = []
-    for function, aggregate in sorted(tally.functions.items()):
-        values = aggregate.durations
-        if not aggregate.task or len(values) < TINY_MIN_CALLS:
-            continue
-        median = statistics.median(values)
-        if median < TINY_SECONDS:
-            found.append(Finding(
-                f"Tasks too small: {function}",
-                f"{len(values)} calls, median {median * 1000:.2f} ms: Ray's cost of "
-                "scheduling a task (about a millisecond) outweighs the work",
-                "batch the work: one task per chunk of items instead of one per item",
-                "tiny_tasks", function,
-            ))  # fmt: skip
-    return found
-
-
-def _stragglers(tally: Tally) -> list[Finding]:
-    found = []
-    for function, aggregate in sorted(tally.functions.items()):
-        values, call = aggregate.durations, aggregate.slowest
-        if call is None or call.duration_s is None or len(values) < STRAGGLER_MIN_CALLS:
-            continue
-        median, took = statistics.median(values), call.duration_s
-        if took < straggler_floor(median):
-            continue
-        task = (call.task_id or "")[:16]
-        where = f"task {task or '?'}, node {(call.node_id or '?')[:12]}, pid {call.pid}"
-        start = aggregate.start_event() or {}
-        if "args" in start or "kwargs" in start:
-            where += f", arguments {start.get('args', [])} {start.get('kwargs', {})}"
-        found.append(Finding(
-            f"A straggler: {function}",
-            f"one call took {took:.2f} s where its {len(values)} calls' median is "
-            f"{median:.2f} s ({where})",
-            "look at what sets that call apart: its input, its node"
-            + (f" (raytrace-kit explain --task {task})" if task else "")
-            + "; split skewed inputs so that no call gets far more work, or collect results "
-            "with ray.wait(refs, timeout=...) so one slow call does not hold up the rest",
-            "straggler", function,
-        ))  # fmt: skip
-    return found
-
-
-def _one_at_a_time(tally: Tally) -> list[Finding]:
-    """Parents whose task calls never overlapped: one finding per parent function."""
-    kids_of: dict[str, int] = {}  # parent call id -> its task calls, none overlapping
-    for parent, times in tally.children.items():
-        kids = len(times) // 2
-        if kids < SERIAL_MIN_CHILDREN:
-            continue
-        spans = sorted(zip(times[::2], times[1::2], strict=True))
-        if all(later[0] >= earlier[1] - 1e-4 for earlier, later in itertools.pairwise(spans)):
-            kids_of[parent] = kids
-    serial: dict[str, list[Any]] = {}  # function -> [parents, their children, one parent]
-    for parent, function in tally.names_of(list(kids_of)).items():
-        counts = serial.setdefault(function, [0, 0, parent])
-        counts[0] += 1
-        counts[1] += kids_of[parent]
-    found = []
-    for function, (parents, kids, one) in sorted(serial.items(), key=lambda item: -item[1][1]):
-        if parents == 1:
-            evidence = f"one of its calls ({one}) waited on its {kids} task calls one at a time"
-        else:
-            evidence = f"{parents:,} of its calls waited on their {kids:,} task calls one at a time"
-        found.append(Finding(
-            f"Calls submitted and waited on one at a time by {function}",
-            f"{evidence}: each started after the previous ended (the ray.get-in-a-loop "
-            "pattern)" + (f". One of them: call {one}" if parents > 1 else ""),
-            "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
-            "xs]; ray.get(refs). If each call needs the one before, pass the ObjectRef on "
-            "instead of its value (x = f.remote(x)): Ray chains them without a round trip "
-            "through the caller",
-            "one_at_a_time", function,
-        ))  # fmt: skip
-    return found
-
-
-def _serializing_actors(tally: Tally, span: float) -> list[Finding]:
-    """One actor running the work back to back while the rest of the run idles."""
-    if span <= 0:
-        return []
-    total_busy = math.fsum(math.fsum(a.durations) for a in tally.functions.values())
-    found = []
-    for actor_id, run in tally.actors.items():
-        if run.calls < SERIAL_MIN_CHILDREN or run.overlapped:
-            continue
-        share = run.busy / span
-        mean_gap = run.gaps / (run.calls - 1)
-        others = max(total_busy - run.busy, 0.0) / span  # processes busy on average
-        if share < SERIAL_ACTOR_SHARE or others >= 1.0:
-            continue
-        if mean_gap > max(SERIAL_GAP_S, 0.1 * run.busy / run.calls):
-            continue
-        owner = run.function.rsplit(".", 1)[0]
-        found.append(Finding(
-            f"One actor serializes the work: {owner} ({actor_id[:12]})",
-            f"its {run.calls} calls ran back to back (mean gap {mean_gap * 1000:.1f} ms) and "
-            f"kept it busy {share:.0%} of the run, while all other calls together kept "
-            f"{others:.1f} processes busy on average",
-            "spread the work over several actors (ray.util.ActorPool), move stateless work "
-            "into tasks, or let calls that wait on I/O overlap (async methods, "
-            "max_concurrency)",
-            "serializing_actor", owner,
-        ))  # fmt: skip
-    return found
-
-
-def _other_findings(tally: Tally) -> list[Finding]:
-    found = []
-    if tally.busy:
-        ratio, function = tally.busiest
-        found.append(Finding(
-            f"CPU oversubscription: {function}",
-            f"{tally.busy} call(s) kept more than one CPU busy (up to {ratio:.1f} CPUs: their "
-            "process's CPU time over their wall time): a library's threads, on a node where "
-            "Ray counts each task as the CPUs it asked for (1 by default)",
-            "limit the library's threads to the CPUs asked for (OMP_NUM_THREADS, "
-            "MKL_NUM_THREADS, torch.set_num_threads) or ask for as many CPUs (num_cpus=)",
-            "cpu_oversubscription", function,
-        ))  # fmt: skip
-    retried = sorted(
-        ((a.retries, f) for f, a in tally.functions.items() if a.retries), reverse=True
-    )
-    if retried:
-        names = ", ".join(f"{f} ({count})" for count, f in retried[:5])
-        more = f" and {len(retried) - 5} more" if len(retried) > 5 else ""
-        found.append(Finding(
-            f"Retries hide flaky functions: {retried[0][1]}"
-            + (f" and {len(retried) - 1} more" if len(retried) > 1 else ""),
-            f"{sum(c for c, _ in retried)} call(s) succeeded only after a retry: {names}{more}",
-            "find why the first attempts fail: open_session().calls(function=..., "
-            "status='error') and their tracebacks (or raytrace-kit events --status error)",
-            "flaky_retries", retried[0][1],
-        ))  # fmt: skip
-    return found
 
 
 def _deaths(session: Session, tally: Tally) -> list[Finding]:
@@ -337,15 +205,17 @@ def report(
         msg = f"since={since!r} is not before until={until!r}: the window is empty"
         raise InvalidValueError(msg)
     driver = read_driver(session.driver_files())
-    tally = Tally(start, end, waited=driver.wanted)
+    queues = Queues(joined=has_submissions(session.files))
+    tally = Tally(start, end, waited=driver.wanted, queues=queues)
     line = StartLine()
     for files in distinct_processes(session.files):
-        tally.process(iter_calls(files, line), line)
+        tally.process(iter_calls(files, line, queues.line), line)
     span = seconds(tally.last) - seconds(tally.first) if tally.last else 0.0
     tally.interrupted.sort(key=lambda i: i["started"])
     deaths = _deaths(session, tally)
     running = sum(row.get("state") == "running" for row in tally.interrupted)
     slowest, spreads = _slowest(tally, span)
+    flights = queues.results(tally.stuck_status.get)
     overview = {
         "calls": tally.calls,
         "failed": tally.failed,
@@ -368,16 +238,20 @@ def report(
         memory=_memory(tally),
         findings=[
             *driver.findings(tally.waited),
-            *_tiny_tasks(tally),
-            *_stragglers(tally),
-            *_one_at_a_time(tally),
-            *_serializing_actors(tally, span),
+            *rules.tiny_tasks(tally),
+            *rules.stragglers(tally),
+            *rules.one_at_a_time(tally),
+            *rules.serializing_actors(tally, span),
             *tally.leaks,
             *deaths,
-            *_other_findings(tally),
+            *rules.other_findings(tally),
+            *queues.findings(flights, _medians(tally, flights["queued"])),
         ],
         charts=_charts(tally, span, spreads),
         driver=driver.overview() if driver.runs or driver.waits else {},
+        queued=flights["queued"],
+        never_started=flights["never_started"],
+        stuck=flights["stuck"],
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ __all__ = [
     "Events",
     "Session",
     "first_last_stamps",
+    "flush_own",
     "instant",
     "open_session",
 ]
@@ -333,6 +335,17 @@ def instant(value: str | datetime.datetime | None) -> str | None:
     return parsed.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds")
 
 
+def flush_own() -> None:
+    """Write this process's submission records still in memory, before it reads files.
+
+    Only a process that submitted debuggable calls has any (its module is loaded then);
+    reading never imports Ray for it.
+    """
+    loaded = sys.modules.get("raytrace_kit._output.submissions")
+    if loaded is not None:
+        loaded.flush()
+
+
 def open_session(source: str | os.PathLike[str] | None = None) -> Session:
     """Open a run's records: events, calls and profiles. Ray need not be running.
 
@@ -352,6 +365,7 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
     Returns:
         The session; nothing is read until asked (``calls()``, ``events()``...).
     """
+    flush_own()
     if source is None:
         from raytrace_kit._output import paths  # noqa: PLC0415 -- imports Ray: only here
 

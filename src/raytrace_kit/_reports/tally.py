@@ -23,6 +23,7 @@ from raytrace_kit._reports.finding import Finding
 from raytrace_kit._reports.lanes import Lane, seconds
 from raytrace_kit._reports.leaks import LeakRun
 from raytrace_kit._reports.names import PACK_EVERY, CallNames
+from raytrace_kit._reports.queues import Queues
 
 __all__ = ["MAX_LISTED", "ActorRun", "Function", "Tally", "seconds"]
 
@@ -69,6 +70,7 @@ class Tally:
         since: str | None = None,
         until: str | None = None,
         waited: dict[str, Waited | None] | None = None,
+        queues: Queues | None = None,
     ) -> None:
         self.since, self.until = since, until  # a window of start times (ISO 8601, UTC)
         self.calls = self.failed = self.interrupted_count = self.retried = 0
@@ -89,6 +91,8 @@ class Tally:
         self.lanes: list[Lane] = []  # what the pictures draw of each process
         # The tasks the driver's long waits named, filled with their calls' ends.
         self.waited = waited
+        self.queues = queues or Queues()  # submissions, first starts, stuck (see .queues)
+        self.stuck_status: dict[str, str] = {}  # how each call reported stuck ended
 
     def process(  # noqa: PLR0912, PLR0915 -- the hot loop
         self, calls: Iterator[Call], start_line: StartLine | None = None
@@ -105,10 +109,17 @@ class Tally:
         # The sums of the lane's next point, kept here: a local costs a fraction of a slot.
         point_calls, point_ran, point_failed, point_peak, stride, closing = 0, 0.0, 0, -1, 1, None
         since, until, waited = self.since, self.until, self.waited
+        queues = self.queues
+        started = queues.start if queues.joined else None
+        stuck = queues.stuck
         for call in calls:
             function, status, ended = call.function, call.status, call.ended
             if waited is not None and ended and call.task_id in waited:
                 self._waited_on(call, ended, start_line)
+            if started is not None and call.task_id and not call.attempt:
+                started(call.task_id, call.started or ended or "")
+            if stuck and call.call_id in stuck:
+                self.stuck_status[call.call_id] = status
             # Every call's id, whatever the window (a parent may be outside it); packed
             # every PACK_EVERY calls, in C.
             (pending.get(function) or ids_of(function)).append(call.call_id)

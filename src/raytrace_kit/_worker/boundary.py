@@ -8,6 +8,7 @@ through untouched. Sync, generator, async and async-generator calls each have a 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import time
@@ -20,7 +21,7 @@ from raytrace_kit._output import encode, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
-from raytrace_kit._worker import parents, profilers, stack_server
+from raytrace_kit._worker import parents, profilers, watch
 from raytrace_kit._worker import state as worker_state
 
 __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
@@ -98,7 +99,9 @@ class Boundary:
             )
             if spec.options.log:
                 call.capture()
-                rss, private, max_rss, thread, process = _process.call_figures(process_cpu=self.cpu)
+                rss, private, max_rss, thread, process = _process.start_figures(
+                    call.started, process_cpu=self.cpu
+                )
                 call.rss_start = rss
                 if self.cpu:
                     self.cpu_started = (thread, process)
@@ -115,14 +118,17 @@ class Boundary:
         if call is None:
             return
         state = worker_state.state
+        watch_after = call.watch = spec.watch
         state.running_calls[id(call)] = call
+        if state.kit_thread is None:
+            watch.start()  # once per process: stacks, stuck calls, submissions; never raises
+        if watch_after and watch_after < 4 * state.watch_period:
+            watch.shorten(watch_after)
         if self.mode != "local" and (
             not state.parents_hooked
             or (spec.options.program is not None and not state.program_installed)
         ):
             _hook_process(spec)
-        if spec.kind == "actor_init" and self.mode != "local":
-            stack_server.serve()  # once per actor process, for stacks(handle); never raises
         if spec.options.profile is not None:
             try:
                 self.profile = profilers.start_call(spec, call)
@@ -175,7 +181,7 @@ class Boundary:
             return
         try:
             started = self.cpu_started
-            rss, private, max_rss, thread, process = _process.call_figures(
+            rss, private, max_rss, thread, process = _process.end_figures(
                 process_cpu=started is not None
             )
             cpu_s = process_cpu_s = None
@@ -274,6 +280,8 @@ async def run_async(  # noqa: PLR0917 -- as run()
     """Run a coroutine function as one call (each asyncio task has its own context)."""
     boundary = Boundary(spec, fn, args, kwargs, owner, mode, actor_id, parent, attempt, cpu=False)
     with boundary:
+        if boundary.call is not None:  # where its frames are while it awaits (see .waits)
+            boundary.call.task = asyncio.current_task()
         if (tracker := boundary.tracker) is not None:
             try:
                 tracker.__enter__()
@@ -301,6 +309,8 @@ async def run_async_generator(  # noqa: PLR0917 -- as run()
     """Run an async generator function as one call."""
     boundary = Boundary(spec, fn, args, kwargs, owner, mode, actor_id, parent, attempt, cpu=False)
     with boundary:
+        if boundary.call is not None:  # where its frames are while it awaits (see .waits)
+            boundary.call.task = asyncio.current_task()
         if (tracker := boundary.tracker) is not None:
             try:
                 tracker.__enter__()

@@ -53,14 +53,18 @@ def instrument_function(fn: Callable[..., Any], options: DebugOptions) -> Callab
     return _accepting_parent(task, fn)
 
 
-def _accepting_parent(wrapper: _F, original: Callable[..., Any], *, method: bool = False) -> _F:
+def _accepting_parent(
+    wrapper: _F, original: Callable[..., Any], *, method: bool = False, mark: str | None = None
+) -> _F:
     """``wrapper`` with ``original``'s signature plus the parent keyword, as Ray checks it.
 
     Ray validates a call's arguments against the signature at ``.remote()``; the kit adds
     the submitting call's id as a keyword (:data:`PARENT_KWARG`) when there is one. For
     actor methods Ray reads the signature of ``inspect.unwrap(method)``: a method wrapper
     drops ``__wrapped__`` so that Ray reads this one (its other attributes, copied by
-    ``functools.wraps``, stay).
+    ``functools.wraps``, stay). ``mark``, a method's qualified name when its calls are
+    logged, is the keyword's default: it travels with every handle (in the method's
+    signature), and tells the submitting process to keep a ``call.submit`` record.
     """
     if method:
         with contextlib.suppress(AttributeError):
@@ -70,7 +74,7 @@ def _accepting_parent(wrapper: _F, original: Callable[..., Any], *, method: bool
     except (TypeError, ValueError):
         return wrapper  # no signature to extend: Ray checks nothing either
     parameters = list(signature.parameters.values())
-    extra = inspect.Parameter(PARENT_KWARG, inspect.Parameter.KEYWORD_ONLY, default=None)
+    extra = inspect.Parameter(PARENT_KWARG, inspect.Parameter.KEYWORD_ONLY, default=mark)
     if any(p.name == PARENT_KWARG for p in parameters):
         return wrapper
     at = len(parameters)
@@ -116,6 +120,7 @@ def _instrument_method(
     """
     # These closures are pickled by value with the class: they may reference only
     # module-level names (pickled by reference), spec, method and bound.
+    mark = spec.function if spec.options.log else None
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
@@ -130,7 +135,7 @@ def _instrument_method(
                 user_frames_first(error)
                 raise
 
-        return _accepting_parent(async_method, method, method=True)
+        return _accepting_parent(async_method, method, method=True, mark=mark)
     if inspect.isasyncgenfunction(method):
 
         @functools.wraps(method)
@@ -148,7 +153,7 @@ def _instrument_method(
                 user_frames_first(error)
                 raise
 
-        return _accepting_parent(async_generator_method, method, method=True)
+        return _accepting_parent(async_generator_method, method, method=True, mark=mark)
     if inspect.isgeneratorfunction(method):
 
         @functools.wraps(method)
@@ -163,7 +168,7 @@ def _instrument_method(
                 user_frames_first(error)
                 raise
 
-        return _accepting_parent(generator_method, method, method=True)
+        return _accepting_parent(generator_method, method, method=True, mark=mark)
 
     @functools.wraps(method)
     def sync_method(*args: Any, **kwargs: Any) -> Any:
@@ -177,7 +182,7 @@ def _instrument_method(
             user_frames_first(error)
             raise
 
-    return _accepting_parent(sync_method, method, method=True)
+    return _accepting_parent(sync_method, method, method=True, mark=mark)
 
 
 def _default_init(self: Any) -> None:

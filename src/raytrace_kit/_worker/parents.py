@@ -1,4 +1,7 @@
-"""Which call started which: the submitting call's id travels with the calls it submits.
+"""Which call started which, and the submission records of debuggable actors' methods.
+
+The submitting call's id travels with the calls it submits, and the submission of a
+debuggable actor's method is recorded where it is made.
 
 A debuggable task or actor submitted during an instrumented call gets the caller's
 ``parent_token()`` as one extra keyword argument (``_raytrace_parent``), which the
@@ -18,9 +21,11 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from raytrace_kit import _ray_compat
+from raytrace_kit import _ray_compat, _registry
+from raytrace_kit._output import writer
 from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG, ActiveCall, parent_token
 from raytrace_kit._worker import state as worker_state
+from raytrace_kit._worker import submitted
 
 __all__ = ["install_method_hook", "submitting_call", "with_parent"]
 
@@ -52,8 +57,31 @@ def with_parent(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, PARENT_KWARG: parent_token(parent)}
 
 
+def _record(  # noqa: PLR0917 -- the hook's own values, passed through
+    method: Any, function: str, made: Any, token: str | None, args: Any, kwargs: Any
+) -> None:
+    try:
+        actor_id = _ray_compat.actor_id_of(_ray_compat.actor_of_method(method))
+        submitted.record(_method_prefix(function), made, actor_id, token, tuple(args), kwargs)
+    except Exception as exc:
+        writer.report_failure("submit-record", "cannot record a submission", exc)
+
+
+@_registry.cleared_on_reset
+@functools.lru_cache(maxsize=1024)
+def _method_prefix(function: str) -> str:
+    return submitted.prefix(function, "actor_method", {"num_cpus": 0})
+
+
 def install_method_hook() -> None:
-    """Wrap ``ActorMethod._remote`` so method calls made inside a call carry its token."""
+    """Wrap ``ActorMethod._remote`` for debuggable actors' methods: parents and records.
+
+    A method call made inside a call carries its token; a logged method's call leaves a
+    ``call.submit`` record.
+
+    Installed in a worker at its first instrumented call, and in a driver when it creates
+    a debuggable actor.
+    """
     if _ray_compat.patched(_HOOK_KEY):
         return
     cls = _ray_compat.actor_method_class()
@@ -61,10 +89,18 @@ def install_method_hook() -> None:
 
     @functools.wraps(original)
     def submit(self: Any, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        keyword = _ray_compat.keyword_of(self, PARENT_KWARG)
+        if keyword is None:  # not a debuggable actor's method: Ray's own, untouched
+            return original(self, args, kwargs, **options)
         parent = submitting_call()
-        if parent is not None and _ray_compat.accepts_keyword(self, PARENT_KWARG):
-            kwargs = {**(kwargs or {}), PARENT_KWARG: parent_token(parent)}
-        return original(self, args, kwargs, **options)
+        token = None
+        if parent is not None:
+            token = parent_token(parent)
+            kwargs = {**(kwargs or {}), PARENT_KWARG: token}
+        made = original(self, args, kwargs, **options)
+        if keyword.default is not None:  # its calls are logged: so is this submission
+            _record(self, keyword.default, made, token, args or (), kwargs or {})
+        return made
 
     with worker_state.state.lock:  # one installer at a time
         if not _ray_compat.patched(_HOOK_KEY):

@@ -14,7 +14,7 @@ import ray
 from raytrace_kit import _process
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output.context import PARENT_KWARG
-from raytrace_kit._worker import boundary, stack_server
+from raytrace_kit._worker import boundary, watch
 from raytrace_kit._worker.instrument import user_frames_first
 
 __all__ = ["PinnedRunner", "PinnedWorker"]
@@ -44,7 +44,7 @@ class PinnedRunner:
 
     def __init__(self, fn: Any, spec: CallSpec) -> None:
         self.fn = fn
-        stack_server.serve()  # f.stacks() asks this process's server
+        watch.start()  # f.stacks() asks this process's kit thread
         # The spec of the function's own options comes with the constructor, so a restarted
         # runner (max_restarts=-1) has it again; calls name it by the key 0 and do not pickle
         # their settings. Calls with other options (with_debug, profile blocks) send theirs.

@@ -1,9 +1,10 @@
-"""The stacks server: a kit thread answers stack requests over a FIFO; the client that asks.
+"""The request pipe of each process: its FIFO, the answers, and the client that asks.
 
-Each debuggable actor (and each pinned function's runner) starts, in its ``__init__``, one
-daemon thread that never runs user code: it blocks reading a named pipe (FIFO) in this
-node's log dir, mode 0600, and answers each request with :func:`.stacks.process_stacks`.
-A node-local helper task (:func:`read_stacks`) writes the request and reads the answer.
+The kit's thread (:mod:`.watch`) of each process that runs or submits instrumented calls
+blocks reading a named pipe (FIFO) in this node's log dir, mode 0600, and answers each
+request: the live stacks (:func:`.stacks.process_stacks`) or the snapshot ``stuck()``
+reads (:mod:`.snapshot`). A node-local helper task (:func:`ask`) writes the request and
+reads the answer from a reply file beside it.
 
 Why this design: it changes nothing in the actor's own threads (no concurrency group,
 which would move methods off the main thread), installs no signal handler, opens no
@@ -20,56 +21,55 @@ import errno
 import json
 import os
 import stat
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from raytrace_kit import _process
 from raytrace_kit._output import paths, writer
-from raytrace_kit._worker import state as worker_state
+from raytrace_kit._worker.snapshot import snapshot
 from raytrace_kit._worker.stacks import ProcessStacks, RunningCall, ThreadStack, process_stacks
 
-__all__ = ["NoStacksServerError", "read_stacks", "serve"]
+__all__ = ["NoStacksServerError", "answer", "ask", "fifos", "open_fifo", "read_stacks"]
 
 
 def _fifo_path(node_id: str | None, pid: int) -> Path:
     return paths.log_dir() / "stacks" / f"{(node_id or 'nonode')[:12]}-{pid}.fifo"
 
 
-def serve() -> None:
-    """Start this process's stacks server (once; later calls return at once).
+def open_fifo() -> tuple[int, Path] | None:
+    """Make this process's request FIFO and open it: ``(descriptor, directory)``.
 
-    Failures (no FIFOs on this platform, an unwritable directory) leave the process
-    without one: :func:`read_stacks` then says so.
+    ``None`` where it cannot be made (no FIFOs on this platform, an unwritable directory):
+    the process then serves no stacks, and :func:`ask` says so. Never raises.
     """
-    state = worker_state.state
-    if state.stacks_server is not None or not hasattr(os, "mkfifo"):
-        return
+    if not hasattr(os, "mkfifo"):
+        return None
     try:
         identity = _process.process_identity()
         fifo = _fifo_path(identity.node_id, identity.pid)
-        with state.lock:
-            if state.stacks_server is not None:  # started by another thread meanwhile
-                return  # type: ignore[unreachable]
-            fifo.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                fifo.unlink()  # left by an earlier process with this pid
-            os.mkfifo(fifo, 0o600)
-            # O_RDWR: the server is a writer too, so the pipe never reads end-of-file and
-            # clients can always open it; no request falls between two opens.
-            fd = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)
-            atexit.register(_unlink, fifo, identity.pid)  # a new process reuses the name
-            thread = threading.Thread(
-                target=_serve_forever,
-                args=(fd, fifo.parent),
-                name="raytrace_kit-stacks",
-                daemon=True,
-            )
-            thread.start()
-            state.stacks_server = thread
-    except Exception as exc:  # the actor runs on without live stacks
+        fifo.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            fifo.unlink()  # left by an earlier process with this pid
+        os.mkfifo(fifo, 0o600)
+        # O_RDWR: the server is a writer too, so the pipe never reads end-of-file and
+        # clients can always open it; no request falls between two opens.
+        fd = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)
+        atexit.register(_unlink, fifo, identity.pid)  # a new process reuses the name
+    except Exception as exc:
         writer.report_failure("stacks-server", "cannot serve live stacks", exc)
+        return None
+    return fd, fifo.parent
+
+
+def fifos() -> list[tuple[int, Path]]:
+    """``(pid, path)`` of each request FIFO in this node's log dir (its process may be gone)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for path in (paths.log_dir() / "stacks").glob("*.fifo"):
+            with contextlib.suppress(ValueError):
+                found.append((int(path.stem.rpartition("-")[2]), path))
+    return found
 
 
 def _unlink(path: Path, pid: int) -> None:
@@ -78,29 +78,19 @@ def _unlink(path: Path, pid: int) -> None:
             path.unlink()
 
 
-def _serve_forever(fd: int, directory: Path) -> None:
-    pending = b""
-    while True:
-        try:
-            chunk = os.read(fd, 4096)  # blocks until a client writes
-        except OSError:
-            return
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            with contextlib.suppress(Exception):  # a bad request never ends the server
-                _answer(directory, json.loads(line))
-
-
-def _answer(directory: Path, request: dict[str, Any]) -> None:
+def answer(directory: Path, request: dict[str, Any]) -> None:
+    """Write the answer to one request into the reply file it names (in ``directory`` only)."""
     reply = directory / Path(str(request["reply"])).name  # only ever in this directory
-    stacks = process_stacks(all_frames=bool(request.get("all_frames")))
+    if request.get("kind") == "snapshot":
+        answered: dict[str, Any] = snapshot()
+    else:
+        answered = _to_dict(process_stacks(all_frames=bool(request.get("all_frames"))))
     partial = reply.with_suffix(".part")
     # 0600, like the FIFO: source lines of the frames are for this user only.
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(partial, flags, 0o600)
     with os.fdopen(fd, "w") as out:
-        json.dump(_to_dict(stacks), out)
+        json.dump(answered, out)
     partial.replace(reply)
 
 
@@ -153,9 +143,20 @@ def read_stacks(node_id: str | None, pid: int, all_frames: bool, timeout: float)
         NoStacksServerError: ``pid`` has no stacks server.
         TimeoutError: No answer within ``timeout`` seconds.
     """
-    fifo = _fifo_path(node_id, pid)
+    answered = ask(_fifo_path(node_id, pid), {"all_frames": all_frames}, timeout)
+    return _from_dict(answered)
+
+
+def ask(fifo: Path, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Send ``request`` to the process serving ``fifo`` (on this node); return its answer.
+
+    Raises:
+        NoStacksServerError: No process serves ``fifo``.
+        TimeoutError: No answer within ``timeout`` seconds.
+    """
+    pid = fifo.stem.rpartition("-")[2]
     reply = fifo.parent / f"reply-{os.getpid()}-{os.urandom(4).hex()}.json"
-    request = json.dumps({"reply": reply.name, "all_frames": all_frames}).encode() + b"\n"
+    line = json.dumps({**request, "reply": reply.name}).encode() + b"\n"
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -173,7 +174,7 @@ def read_stacks(node_id: str | None, pid: int, all_frames: bool, timeout: float)
                 raise NoStacksServerError(msg) from exc
             time.sleep(0.01)
     try:
-        os.write(fd, request)
+        os.write(fd, line)
     finally:
         os.close(fd)
     while not reply.exists():
@@ -182,7 +183,8 @@ def read_stacks(node_id: str | None, pid: int, all_frames: bool, timeout: float)
             raise TimeoutError(msg)
         time.sleep(0.005)
     try:
-        return _from_dict(json.loads(reply.read_text()))
+        answered: dict[str, Any] = json.loads(reply.read_text())
+        return answered
     finally:
         with contextlib.suppress(OSError):
             reply.unlink()

@@ -28,8 +28,15 @@ class WorkerState:
         self.lock = threading.Lock()
         self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call, for live stacks
         self.parents_hooked = False  # ActorMethod._remote carries parents (see .parents)
+        self.cancel_hooked = False  # ray.cancel leaves a call.cancel record (see .submitted)
         self.program_installed = False  # instrument()'s hooks, in a worker (see .boundary)
-        self.stacks_server: threading.Thread | None = None  # see .stack_server
+        # The kit's thread (see .watch): requests, stuck calls, submission batches.
+        self.kit_thread: threading.Thread | None = None
+        self.wake_fd: int | None = None  # writing a byte here wakes it
+        self.watch_period = 3600.0  # seconds between its looks at the running calls
+        self.stuck_after_default: float | None = None  # RAYTRACE_STUCK_AFTER, else 60 s
+        # id(call) -> (call.stuck events written, running_s of the next one)
+        self.stuck_reports: dict[int, tuple[int, float]] = {}
         # One memray tracker per process; one cProfile profiler per thread (see .profilers).
         self.memray_busy = False
         self.cprofile_threads: set[int] = set()

@@ -11,13 +11,16 @@ import gc
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
 from ray.exceptions import ActorDiedError, GetTimeoutError
 
+import raytrace_kit
 from raytrace_kit import debuggable, local_mode
+from tests import helpers
 from tests.helpers import events_of
 
 SEEN: list[str] = []
@@ -258,3 +261,31 @@ class TestRuntimeContext:
                 parent["call_id"],
                 parent["task_id"],
             )
+
+
+def _line_of(marker: str) -> int:
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if text.rstrip().endswith(f"# {marker}"))
+
+
+@debuggable(stuck_after=0.3)
+@ray.remote
+class LocalWaiter:
+    async def hang(self) -> None:
+        await asyncio.Event().wait()  # LocalWaiter.hang hangs
+
+
+@pytest.mark.usefixtures("no_ray")
+def test_local_mode_async_calls_are_watched_and_shown_without_ray() -> None:
+    """A local async actor's call that hangs: call.stuck, and stuck() with no cluster."""
+    with local_mode():
+        waiter = LocalWaiter.remote()
+        waiter.hang.remote()
+        (event,) = helpers.wait_until(
+            lambda: helpers.events_of(LocalWaiter, "call.stuck")[:1], "the local call's report"
+        )
+        assert event["stack"][-1][:3] == [__file__, _line_of("LocalWaiter.hang hangs"), "hang"]
+        found = raytrace_kit.stuck()
+    (flight,) = [f for f in found.running if f.function.endswith(".hang")]
+    assert flight.where == f"{__file__}:{_line_of('LocalWaiter.hang hangs')}"
+    assert "local mode" in found.source

@@ -1,0 +1,188 @@
+"""What the in-flight records add to a report: time in queue, calls never started, stuck calls.
+
+A ``call.submit`` (written by the submitting process) and the ``call.start`` of the same
+task (written by the process that ran it) give the call's time in queue; a submission
+with no start by the end of the records is a call that never started; a ``call.stuck``
+says where a call was when it ran past its ``stuck_after``, which stays known after the
+job or the worker is killed. Kept while the report streams: per submission and per first
+start, one hash and one float (the join waits for the end, since either side may be read
+first); the last stuck event of each call.
+"""
+
+from __future__ import annotations
+
+import mmap
+import statistics
+from array import array
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from raytrace_kit._output.schema import Stuck, Submission
+from raytrace_kit._reports.finding import Finding
+
+__all__ = ["MAX_LISTED", "QUEUE_FINDING_S", "Queues", "has_submissions"]
+
+MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
+QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
+QUEUE_FINDING_RATIO = 2.0  # ...and longer than this many times they run: a finding
+_SUBMIT = msgspec.json.Decoder(Submission).decode
+_STUCK = msgspec.json.Decoder(Stuck).decode
+
+
+class _Clock:
+    """ISO 8601 timestamps to seconds, the date and time parsed once per second."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, stamp: str) -> float:
+        whole = stamp[:19]
+        base = self.seconds.get(whole)
+        if base is None:
+            base = self.seconds[whole] = datetime.fromisoformat(whole + "+00:00").timestamp()
+            if len(self.seconds) > 100_000:
+                self.seconds.clear()
+        fraction = stamp[20:26] if stamp[19:20] == "." else "0"
+        return base + int(fraction) / 1e6
+
+
+def has_submissions(files: list[Path]) -> bool:
+    """Whether any of these event files holds a ``call.submit`` (a byte search, no decoding)."""
+    for file in files:
+        try:
+            with (
+                file.open("rb") as handle,
+                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+            ):
+                if data.find(b'"event":"call.submit"') >= 0:
+                    return True
+        except (OSError, ValueError):  # empty (mmap refuses), or gone
+            continue
+    return False
+
+
+class Queues:
+    """Submissions and first starts by task, and the last stuck event of each call.
+
+    ``joined``: whether first starts are kept (only when the files hold submissions: a run
+    without them costs nothing more per call).
+    """
+
+    def __init__(self, *, joined: bool = True) -> None:
+        self.joined = joined
+        self.clock = _Clock()
+        self.submitted: dict[int, tuple[float, str, str | None, str | None]] = {}
+        self.started: dict[int, float] = {}
+        self.stuck: dict[str, Stuck] = {}
+
+    def line(self, raw: bytes) -> None:
+        """Take one ``call.submit`` or ``call.stuck`` line (``iter_calls``' others)."""
+        try:
+            if b'"event":"call.submit"' in raw[:120]:
+                record = _SUBMIT(raw)
+                if record.task_id and record.timestamp:
+                    key = hash(record.task_id)
+                    if key not in self.submitted:
+                        self.submitted[key] = (
+                            self.clock(record.timestamp), record.function, record.site,
+                            record.task_id if len(self.submitted) < 4 * MAX_LISTED else None,
+                        )  # fmt: skip
+            elif b'"event":"call.stuck"' in raw[:120]:
+                event = _STUCK(raw)
+                if event.call_id in self.stuck or len(self.stuck) < MAX_LISTED:
+                    self.stuck[event.call_id] = event
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass  # a line cut short by a killed process
+
+    def start(self, task_id: str, begun: str) -> None:
+        """A call's first start (retries start later: the first one counts)."""
+        key = hash(task_id)
+        if key not in self.started and begun:
+            self.started[key] = self.clock(begun)
+
+    def results(self, ended: Callable[[str], str | None]) -> dict[str, Any]:
+        """Time in queue per function, calls never started, stuck calls (for the report).
+
+        ``ended`` gives a call's status by its id (``None`` if it never ended).
+        """
+        waits: dict[str, array[float]] = {}
+        never: list[dict[str, Any]] = []
+        never_count = 0
+        for key, (when, function, site, task_id) in self.submitted.items():
+            begun = self.started.get(key)
+            if begun is None:
+                never_count += 1
+                if len(never) < MAX_LISTED:
+                    never.append({"function": function, "submitted": when, "site": site,
+                                  "task_id": task_id})  # fmt: skip
+                continue
+            waits.setdefault(function, array("d")).append(max(begun - when, 0.0))
+        queued: list[dict[str, Any]] = []
+        for function, values in waits.items():
+            ordered = sorted(values)
+            queued.append({
+                "function": function, "count": len(ordered),
+                "p50_s": statistics.median(ordered),
+                "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+                "max_s": ordered[-1],
+            })  # fmt: skip
+        queued.sort(key=lambda row: -row["p50_s"])
+        never.sort(key=lambda row: row["submitted"])
+        stuck = [_stuck_row(event, ended(event.call_id)) for event in self.stuck.values()]
+        stuck.sort(key=lambda row: row["timestamp"])
+        return {"queued": queued, "never_started": never, "never_started_count": never_count,
+                "stuck": stuck}  # fmt: skip
+
+    def findings(self, found: dict[str, Any], durations: dict[str, float]) -> list[Finding]:
+        """Calls that waited in queue longer than they ran; calls reported stuck."""
+        made = []
+        for row in found["queued"]:
+            ran = durations.get(row["function"])
+            wait = row["p50_s"]
+            if ran is None or wait < QUEUE_FINDING_S or wait < QUEUE_FINDING_RATIO * ran:
+                continue
+            made.append(Finding(
+                f"Calls waited in queue longer than they ran: {row['function']}",
+                f"{row['count']} calls waited {wait:.2f} s between .remote() and their start "
+                f"(median; up to {row['max_s']:.2f} s) and ran {ran:.2f} s (median): more "
+                "was submitted at once than there were CPUs (or actor slots) to run it",
+                "ask for fewer resources per call or add nodes if the queue is the CPUs; "
+                "for one actor running its calls one at a time, spread them over several "
+                "actors (ray.util.ActorPool) or let them overlap (async methods, "
+                "max_concurrency); raytrace-kit stuck shows a queue while it is there",
+                "queued", row["function"],
+            ))  # fmt: skip
+        if found["stuck"]:
+            first = found["stuck"][0]
+            where = f" at {first['where']}" if first["where"] else ""
+            made.append(Finding(
+                f"Calls ran past their stuck_after: {first['function']}"
+                + (f" and {len(found['stuck']) - 1} more" if len(found["stuck"]) > 1 else ""),
+                f"{len(found['stuck'])} call(s) reported themselves stuck; the first, "
+                f"{first['function']} (call {first['call_id']}), was{where} after "
+                f"{first['running_s']:.1f} s ({first['outcome']})"
+                + (f", waiting in {first['waiting_in']}" if first["waiting_in"] else ""),
+                "read each one's stack below (the line it was blocked on); while a job "
+                "hangs, raytrace-kit stuck names what each call waits on and any deadlock",
+                "stuck_calls", first["function"],
+            ))  # fmt: skip
+        return made
+
+
+def _stuck_row(event: Stuck, status: str | None) -> dict[str, Any]:
+    stack = event.stack
+    where = f"{stack[-1][0]}:{stack[-1][1]}" if stack and len(stack[-1]) > 1 else None
+    waiting = event.waiting_on or {}
+    outcome = {None: "never ended: killed, or still running", "interrupted": "its process died"}
+    return {
+        "function": event.function, "call_id": event.call_id, "task_id": event.task_id,
+        "node_id": event.node_id, "pid": event.pid, "timestamp": event.timestamp,
+        "running_s": event.running_s, "reports": event.report, "where": where,
+        "stack": stack, "waiting_in": waiting.get("what"),
+        "waiting_on": waiting.get("task_ids") or [],
+        "outcome": outcome.get(status, f"it ended later ({status})"),
+    }  # fmt: skip
