@@ -29,13 +29,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from raytrace_kit._driver import launch
 
 __all__ = ["main"]
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EMPTY = 1, 2, 3
+_T = TypeVar("_T")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -264,19 +265,29 @@ def _attach(arguments: argparse.Namespace) -> str | int:
     return how
 
 
-def _collect(arguments: argparse.Namespace) -> int:
+def _on_cluster(arguments: argparse.Namespace, work: Callable[[], _T]) -> _T | int:
+    """Attach to ``--address``, say which cluster, do ``work``, detach (or an exit code)."""
     import ray  # noqa: PLC0415
-
-    import raytrace_kit  # noqa: PLC0415
 
     how = _attach(arguments)
     if isinstance(how, int):
         return how
     try:
         _say(arguments, lambda: _attached(how))
-        dest = raytrace_kit.collect(arguments.output, profiles=not arguments.no_profiles)
+        return work()
     finally:
         ray.shutdown()
+
+
+def _collect(arguments: argparse.Namespace) -> int:
+    import raytrace_kit  # noqa: PLC0415
+
+    dest = _on_cluster(
+        arguments,
+        lambda: raytrace_kit.collect(arguments.output, profiles=not arguments.no_profiles),
+    )
+    if isinstance(dest, int):
+        return dest
     nodes = json.loads((dest / "collect.json").read_text())["nodes"]
     for record in nodes.values():
         copied = record.get("bytes_copied")
@@ -287,18 +298,11 @@ def _collect(arguments: argparse.Namespace) -> int:
 
 
 def _stuck(arguments: argparse.Namespace) -> int:
-    import ray  # noqa: PLC0415
-
     import raytrace_kit  # noqa: PLC0415
 
-    how = _attach(arguments)
-    if isinstance(how, int):
-        return how
-    try:
-        _say(arguments, lambda: _attached(how))
-        found = raytrace_kit.stuck(timeout=arguments.timeout)
-    finally:
-        ray.shutdown()
+    found = _on_cluster(arguments, lambda: raytrace_kit.stuck(timeout=arguments.timeout))
+    if isinstance(found, int):
+        return found
     if arguments.html:
         found.save_html(arguments.html)
     if arguments.json:

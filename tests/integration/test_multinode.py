@@ -176,6 +176,62 @@ def test_collect_every_node_then_read_anywhere(
     assert not list(inside.glob("node-*/collected-here"))
 
 
+@debuggable
+@ray.remote(num_cpus=0)
+class Asker:
+    def ask(self, other: Any, me: Any) -> int:
+        return ray.get(other.answer.remote(me))  # Asker.ask waits
+
+    def reply(self) -> int:
+        return 1
+
+
+@debuggable
+@ray.remote(num_cpus=0)
+class Answerer:
+    def answer(self, asker: Any) -> int:
+        return ray.get(asker.reply.remote())  # Answerer.answer waits
+
+
+def _line(marker: str) -> int:
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if text.rstrip().endswith(f"# {marker}"))
+
+
+def test_stuck_reads_every_node_and_names_a_deadlock_across_two(three_nodes: Cluster) -> None:
+    """Actors on nodes 1 and 2 waiting on each other: one cycle, each call on its node.
+
+    A call the driver submitted that ran and ended on node 1 is not pending: its record
+    is on the head's directory and its end on node 1's (the second phase reads both).
+    """
+    nodes = {ray.get(where.options(resources={f"node{i}": 0.01}).remote()): i for i in range(3)}
+    asker = Asker.options(resources={"node1": 0.01}).remote()
+    answerer = Answerer.options(resources={"node2": 0.01}).remote()
+    asker.ask.remote(answerer, asker)
+    found = None
+
+    def deadlocked() -> bool:
+        nonlocal found
+        found = raytrace_kit.stuck()
+        return bool(found.deadlocks)
+
+    helpers.wait_until(deadlocked, "the deadlock, seen from every node")
+    assert found is not None
+    (cycle,) = found.deadlocks
+    assert [c.function.rsplit(".", 2)[-2:] for c in cycle] == [
+        ["Asker", "ask"], ["Answerer", "answer"], ["Asker", "reply"],
+    ]  # fmt: skip
+    assert [nodes.get(c.node_id or "") for c in cycle[:2]] == [1, 2]
+    assert [c.where for c in cycle] == [
+        f"{__file__}:{_line('Asker.ask waits')}",
+        f"{__file__}:{_line('Answerer.answer waits')}",
+        f"{__file__}:{_line('Answerer.answer waits')}",
+    ]
+    assert not [f for f in found.pending if f.function.endswith(".where")]
+    ray.kill(asker)
+    ray.kill(answerer)
+
+
 def test_node_pinning(three_nodes: Cluster) -> None:
     """pin=<node id>: every call (or the actor) runs on that node; a dead node errors."""
     nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]

@@ -73,6 +73,7 @@ __all__ = [
     "members",
     "memory_members",
     "now",
+    "parent_members",
     "profile_members",
     "safe_str",
     "serialization_fields",
@@ -154,6 +155,15 @@ def identity_members(identity: ProcessIdentity) -> str:
     return rendered
 
 
+def parent_members(parent: str | None) -> str:
+    """``parent_call_id`` and ``parent_task_id`` from a ``parent_token`` (nulls for none)."""
+    if not parent:
+        return '"parent_call_id":null,"parent_task_id":null'
+    parent_call, _, parent_task = parent.partition("/")
+    task = f'"{parent_task}"' if parent_task else "null"
+    return f'"parent_call_id":"{parent_call}","parent_task_id":{task}'
+
+
 def call_members(
     *,
     call_id: str,
@@ -175,17 +185,11 @@ def call_members(
     """
     # Inline conditionals, not _quoted(): this runs on every call.
     name = "null" if task_name is None else _task_name_json(task_name)
-    if parent:
-        parent_call, _, parent_task = parent.partition("/")
-        parents = f'"parent_call_id":"{parent_call}",' + (
-            f'"parent_task_id":"{parent_task}",' if parent_task else '"parent_task_id":null,'
-        )
-    else:
-        parents = '"parent_call_id":null,"parent_task_id":null,'
+    parents = parent_members(parent)
     task = "null" if task_id is None else f'"{task_id}"'
     actor = "null" if actor_id is None else f'"{actor_id}"'
     return (
-        f'"call_id":"{call_id}",{parents}{spec_fragment},"mode":"{mode}",'
+        f'"call_id":"{call_id}",{parents},{spec_fragment},"mode":"{mode}",'
         f'"task_id":{task},"task_name":{name},"actor_id":{actor},'
         f"{identity_members(identity)},"
         f'"attempt":{"null" if attempt is None else int(attempt)}'

@@ -118,7 +118,7 @@ def _rows(report: StuckReport) -> list[tuple[str, ...]]:
             f.name(),
             (f.node_id or "")[:12],
             "" if f.pid is None else str(f.pid),
-            f.where or "",
+            _short_where(f.where),
             f.why,
         )
         for f in report.flights[:SHOWN]
@@ -128,13 +128,19 @@ def _rows(report: StuckReport) -> list[tuple[str, ...]]:
 _COLUMNS = ("state", "age", "call", "node", "pid", "where", "why")
 
 
+def _short_where(where: str | None) -> str:
+    """``file.py:12`` of a ``/long/path/file.py:12`` (the full path is in to_dict())."""
+    return "" if not where else os.path.basename(where)
+
+
 def text(report: StuckReport) -> str:
     """The report for a terminal (rich, no colours)."""
-    from rich.console import Console  # noqa: PLC0415 -- rich loads on first render
+    from rich import box  # noqa: PLC0415 -- rich loads on first render
+    from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     with open(os.devnull, "w") as sink:
-        console = Console(width=120, record=True, file=sink, color_system=None, force_jupyter=False)
+        console = Console(width=140, record=True, file=sink, color_system=None, force_jupyter=False)
         console.print(f"Stuck? {headline(report)}", markup=False, highlight=False, soft_wrap=True)
         for problem in report.problems:
             console.print(f"Not read: {problem}", markup=False, highlight=False, soft_wrap=True)
@@ -145,7 +151,7 @@ def text(report: StuckReport) -> str:
             for stack in stacks:
                 console.print(stack, markup=False, highlight=False, soft_wrap=True)
         if report.flights:
-            shown = Table(title=_title(report), title_justify="left")
+            shown = Table(title=_title(report), title_justify="left", box=box.SIMPLE)
             for column in _COLUMNS:
                 shown.add_column(column, overflow="fold")
             for row in _rows(report):

@@ -113,9 +113,19 @@ class Graph:
         self.nodes = [n for n in nodes if n.get("alive")]
         self.actors = actors
         self.on_actor: dict[str, list[Flight]] = {}
+        self.creating: dict[str, Flight] = {}  # actor id -> its pending creation
+        self.holding: dict[str, list[Flight]] = {}  # resource -> running tasks asking it
         for flight in flights:
             if flight.state == "running" and flight.actor_id:
                 self.on_actor.setdefault(flight.actor_id, []).append(flight)
+            if flight.state == "pending" and flight.kind == "actor_init" and flight.actor_id:
+                self.creating[flight.actor_id] = flight
+            if flight.state == "running" and flight.kind == "task" and flight.submission:
+                for name, amount in (flight.submission.get("resources") or {}).items():
+                    if amount:
+                        self.holding.setdefault(name, []).append(flight)
+        for holders in self.holding.values():
+            holders.sort(key=lambda f: -f.age_s)
 
     def explain(self) -> None:
         """Fill in each call's ``why``, ``reason`` and ``edges``."""
@@ -203,15 +213,7 @@ class Graph:
     def _actor_missing(self, flight: Flight) -> tuple[str, str, list[str]] | None:
         if flight.kind != "actor_method" or not flight.actor_id:
             return None
-        creation = next(
-            (
-                f
-                for f in self.flights
-                if f.kind == "actor_init" and f.actor_id == flight.actor_id and f is not flight
-                and f.state == "pending"
-            ),
-            None,
-        )  # fmt: skip
+        creation = self.creating.get(flight.actor_id)
         if creation is None:
             return None
         return (
@@ -263,13 +265,11 @@ class Graph:
         )
         if not short:  # each is free somewhere, never all on one node
             short = sorted(asked)
-        holders = [
-            f
-            for f in self.flights
-            if f.state == "running" and f.kind == "task" and f.submission
-            and any((f.submission.get("resources") or {}).get(n) for n in short)
-        ]  # fmt: skip
-        holders.sort(key=lambda f: -f.age_s)
+        if len(short) == 1:
+            holders = self.holding.get(short[0], [])
+        else:  # each once, oldest first
+            unique = {id(f): f for name in short for f in self.holding.get(name, ())}
+            holders = sorted(unique.values(), key=lambda f: -f.age_s)
         if holders:
             shown = ", ".join(f"{f.name()} ({f.status()})" for f in holders[:3])
             more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""

@@ -17,7 +17,13 @@ from raytrace_kit import _process
 from raytrace_kit._output import encode, submissions
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit._worker import state as worker_state
-from raytrace_kit._worker.waits import Frame, coroutine_state, current_frame, thread_state
+from raytrace_kit._worker.waits import (
+    Frame,
+    coroutine_state,
+    current_frame,
+    in_kit,
+    thread_state,
+)
 
 __all__ = ["call_state", "snapshot"]
 
@@ -73,7 +79,7 @@ def snapshot() -> dict[str, Any]:
         if ident == me or ident in in_calls:
             continue
         frame = current_frame(ident)
-        if frame is None:
+        if frame is None or in_kit(frame):  # the kit's own (stuck() asking, say): not a wait
             continue
         stack, waiting = thread_state(frame)
         if waiting is not None:

@@ -34,6 +34,7 @@ __all__ = [
     "Frame",
     "coroutine_state",
     "current_frame",
+    "in_kit",
     "thread_state",
     "user_frames",
 ]
@@ -169,6 +170,22 @@ def _awaitable(value: Any) -> bool:
         or hasattr(value, "gi_yieldfrom")
         or type(value).__name__ in {"FutureIter", "coroutine_wrapper"}
     )
+
+
+_KIT = str(Path(__file__).parents[1]) + os.sep
+
+
+def in_kit(frame: FrameType | None) -> bool:
+    """Whether a thread whose innermost frame is ``frame`` is running the kit's own code.
+
+    Its threads (``stuck()`` waiting on its node tasks, say) wait on calls of their own,
+    not the user's.
+    """
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_KIT):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def current_frame(ident: int) -> FrameType | None:
