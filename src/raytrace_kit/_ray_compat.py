@@ -140,11 +140,11 @@ def keyword_of(method: Any, name: str) -> Any:
 def actor_of_method(method: Any) -> Any:
     """The ``ActorHandle`` an ``ActorMethod`` calls (``_actor``).
 
-    Ray 2.40 to 2.44 hold it weakly (``_actor_ref``; ``_actor_hard_ref`` when a method is
+    Ray 2.40 and 2.44 hold it weakly (``_actor_ref``; ``_actor_hard_ref`` when a method is
     passed on by itself); Ray 2.50 holds it (``_actor``). ``None`` if the handle is gone.
     """
     actor = getattr(method, "_actor", None)
-    if actor is None and hasattr(method, "_actor_ref"):  # Ray 2.40 to 2.44
+    if actor is None and hasattr(method, "_actor_ref"):  # Ray 2.40 and 2.44 (before 2.50)
         actor = method._actor_hard_ref or method._actor_ref()
     return actor
 

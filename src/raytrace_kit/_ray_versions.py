@@ -2,7 +2,7 @@
 
 Where a name lives and which error Ray raises, for Ray 2.40 to 2.60 (docs/compatibility.md);
 each difference with a comment naming the versions. Differences in Ray's private API are
-in :mod:`raytrace_kit._ray_compat`, which re-exports these names.
+in :mod:`raytrace_kit._ray_compat`.
 """
 
 from __future__ import annotations
