@@ -398,6 +398,7 @@ class TestInstrumentInProcess:
             (True, ["5"]),
         ]
 
+    @pytest.mark.compat
     def test_tracebacks_through_ray_get_are_plain_rays(self, ray_session: None) -> None:
         """The driver's ray.get hook leaves no frame of its own in what the user sees."""
 
