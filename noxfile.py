@@ -61,9 +61,18 @@ def _interpreter(version: str) -> str | None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite against real Ray (one shared local instance, one 3-node cluster)."""
+    """Run the test suite against real Ray, and report coverage with Ray's workers' included."""
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    # coverage run, not pytest-cov: the kit is a pytest plugin, imported before pytest-cov
+    # would start. --ray-cov measures the code the kit runs in Ray's workers (_worker/).
+    # The pytest script itself, not -m pytest: __main__ stays a script, as tests expect.
+    pytest = str(Path(session.bin) / "pytest")
+    session.run("coverage", "erase")
+    try:
+        session.run("coverage", "run", "-p", pytest, "--ray-cov", *session.posargs)
+    finally:
+        session.run("coverage", "combine", "-q")
+        session.run("coverage", "report")
 
 
 @nox.session
@@ -103,6 +112,7 @@ def docs(session: nox.Session) -> None:
     session.install("-e", ".[docs]")
     session.run("python", "docs/screenshots.py")  # pictures made from real output
     session.run("python", "docs/depgraph.py")  # the rooms and their imports, from the code
+    session.run("python", "docs/otel_waterfall.py")  # a trace, drawn from its OTLP export
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
@@ -120,7 +130,8 @@ def browser(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Run every script in examples/ to completion, non-interactively."""
-    session.install("-e", ".[notebook]", "pytest>=8")  # notebook_tour.py, pytest_plugin.py
+    # notebook_tour.py, pytest_plugin.py, otel_export.py, coverage_of_remote_code.py
+    session.install("-e", ".[notebook,otel,coverage]", "pytest>=8")
     scripts = sorted((HERE / "examples").glob("*.py"))
     if not scripts:
         session.error("no scripts in examples/")

@@ -79,7 +79,7 @@ class Bench:
 
 def main() -> None:
     args = arguments(__doc__, calls=20000, rounds=9)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     samples = ray.get(Bench.remote().run.remote(args.calls, args.rounds))
     ray.shutdown()
     medians = {name: statistics.median(values) for name, values in samples.items()}

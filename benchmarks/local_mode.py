@@ -67,7 +67,7 @@ def main() -> None:
     part1 = medians(samples)
     assert not ray.is_initialized()
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.get(task.remote(batch))  # warm: worker started, function exported
     part2 = medians(
         interleave(

@@ -72,7 +72,7 @@ def main() -> None:
     args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     remote = ray.remote(trivial)
     variants = {
         "plain": remote,

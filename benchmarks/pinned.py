@@ -37,7 +37,7 @@ class Handwritten:
 def main() -> None:
     args = arguments(__doc__, calls=2000, rounds=9)
     n = args.calls
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     # Ray's defaults: a task and an actor each reserve one CPU; the pinned runner reserves
     # what the function's task would.
     plain = ray.remote(double)

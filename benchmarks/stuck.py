@@ -41,7 +41,7 @@ def queued(x: int) -> int:
 
 def main() -> None:
     args = arguments(__doc__, calls=10_000, rounds=5)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     release = Path(tempfile.mkdtemp()) / "release"
     holders = [hold.remote(str(release)) for _ in range(2)]
     while len(raytrace_kit.stuck().running) < 2:

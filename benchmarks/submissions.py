@@ -56,7 +56,7 @@ def actor_wall(handle, n: int) -> float:
 def main() -> None:
     args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     remote, actor_class = ray.remote(trivial), ray.remote(Echo)
     tasks = {
         "plain": remote,

@@ -64,7 +64,7 @@ def variant(setup: Callable[[], None], shape, fn, n: int) -> Callable[[], float]
 def main() -> None:
     args = arguments(__doc__, calls=1000, rounds=7)
     n = args.calls
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     plain = ray.remote(trivial)
     decorated = debuggable(plain)
     built: dict[str, object] = {}

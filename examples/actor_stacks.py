@@ -31,7 +31,7 @@ class Inventory:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         inventory = Inventory.remote()
         pending = inventory.reserve.remote("widget")

@@ -35,7 +35,7 @@ def timed(label: str, action: object) -> None:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         one = Sleeper.remote()
         five = [Sleeper.remote() for _ in range(5)]

@@ -39,7 +39,7 @@ def interrupted_calls(events: list[dict]) -> list[dict]:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         refs = [process.remote(i) for i in range(6)]
         for i, ref in enumerate(refs):

@@ -34,7 +34,7 @@ class BatchCache:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         cache = BatchCache.remote()
         for _ in range(5):

@@ -22,7 +22,7 @@ CELLS = [
     "%load_ext raytrace_kit",
     "import ray, raytrace_kit\n"
     "from raytrace_kit import debuggable\n"
-    "ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)",
+    "ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False)",
     "@debuggable\n@ray.remote\ndef build_index(n):\n"
     "    blocks = [bytearray(2**20) for _ in range(n)]\n    return len(blocks)\n\n"
     "@debuggable\n@ray.remote\ndef parse(text):\n    return int(text)\n\n"

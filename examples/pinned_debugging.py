@@ -27,7 +27,7 @@ def crunch(batch: list[int], pause: float = 0.0) -> int:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         results = ray.get([crunch.remote(list(range(i))) for i in range(10)])
         pids = {e["pid"] for e in raytrace_kit.read_events() if e["event"] == "call.end"}

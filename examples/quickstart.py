@@ -33,7 +33,7 @@ class Accumulator:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
     try:
         batches = [list(range(i, i + 5)) for i in range(0, 20, 5)]
         doubled = ray.get([transform.remote(b) for b in batches])

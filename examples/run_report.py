@@ -67,7 +67,7 @@ def pipeline(rows: list[str]) -> list[int]:
 
 def main() -> None:
     rows = [f" {i} " for i in range(24)] + [" n/a "]
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         print(ray.get(pipeline.remote(rows))[-3:])
         shards = [load_shard.remote(i, 2.0 if i == 5 else 0.1) for i in range(8)]

@@ -47,7 +47,7 @@ class Service:
 def main() -> None:
     global pool  # noqa: PLW0603 -- the bug this example is about
     pool = multiprocessing.get_context("spawn").Pool(2)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         try:
             special_business.remote([-1, -2])

@@ -55,7 +55,7 @@ def train() -> str:
 
 
 def main() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     ledger = Ledger.remote()
     auditor = Auditor.remote(ledger)
     transfer = ledger.transfer.remote(auditor, 10)

@@ -44,7 +44,7 @@ def run_cli(*arguments: str, stdin: str = "") -> subprocess.CompletedProcess[str
 def start_shared_ray() -> None:
     """Start the session's Ray instance if it is not running (it is shared by tests)."""
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
 
 
 class _Window:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ray
 from stages import Totals, clean, load
 
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
 parts = []
 for part in range(6):  # one at a time: the ray.get-in-a-loop the report will name
     parts.append(ray.get(load.remote(part)))

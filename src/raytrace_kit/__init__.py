@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from raytrace_kit._driver.actor_class import DebuggableActorClass
     from raytrace_kit._driver.blocks import ProfileBlock, profile_cpu, profile_memory
     from raytrace_kit._driver.collect import collect
+    from raytrace_kit._driver.coverage import coverage
     from raytrace_kit._driver.decorate import debuggable
     from raytrace_kit._driver.function import DebuggableFunction
     from raytrace_kit._driver.program import instrument
@@ -44,11 +45,14 @@ if TYPE_CHECKING:
     from raytrace_kit._worker.runner import PinnedWorker
     from raytrace_kit._worker.stacks import ProcessStacks, ThreadStack
     from raytrace_kit.exceptions import (
+        CoverageError,
         EventsNotFoundError,
+        ExportError,
         InvalidOptionError,
         InvalidTargetError,
         InvalidValueError,
         LocalModeError,
+        MissingExtraError,
         NodeNotFoundError,
         NotSerializableError,
         ProfileError,
@@ -65,6 +69,7 @@ _LAZY = {
     "profile_cpu": "raytrace_kit._driver.blocks",
     "profile_memory": "raytrace_kit._driver.blocks",
     "collect": "raytrace_kit._driver.collect",
+    "coverage": "raytrace_kit._driver.coverage",
     "debuggable": "raytrace_kit._driver.decorate",
     "instrument": "raytrace_kit._driver.program",
     "DebuggableFunction": "raytrace_kit._driver.function",
@@ -107,11 +112,14 @@ _LAZY = {
     "PinnedWorker": "raytrace_kit._worker.runner",
     "ProcessStacks": "raytrace_kit._worker.stacks",
     "ThreadStack": "raytrace_kit._worker.stacks",
+    "CoverageError": "raytrace_kit.exceptions",
     "EventsNotFoundError": "raytrace_kit.exceptions",
+    "ExportError": "raytrace_kit.exceptions",
     "InvalidOptionError": "raytrace_kit.exceptions",
     "InvalidTargetError": "raytrace_kit.exceptions",
     "InvalidValueError": "raytrace_kit.exceptions",
     "LocalModeError": "raytrace_kit.exceptions",
+    "MissingExtraError": "raytrace_kit.exceptions",
     "NodeNotFoundError": "raytrace_kit.exceptions",
     "NotSerializableError": "raytrace_kit.exceptions",
     "ProfileError": "raytrace_kit.exceptions",
@@ -128,6 +136,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 __all__ = [
     "Call",
+    "CoverageError",
     "CpuStats",
     "DebugOptions",
     "DebuggableActorClass",
@@ -135,6 +144,7 @@ __all__ = [
     "DebuggerEndpoint",
     "EventsNotFoundError",
     "Explanation",
+    "ExportError",
     "Finding",
     "InvalidOptionError",
     "InvalidTargetError",
@@ -143,6 +153,7 @@ __all__ = [
     "LocalModeError",
     "LocalRef",
     "LocalRefGenerator",
+    "MissingExtraError",
     "NodeNotFoundError",
     "NotSerializableError",
     "Pin",
@@ -166,6 +177,7 @@ __all__ = [
     "attach_debugger",
     "check_serializable",
     "collect",
+    "coverage",
     "cpu_stats",
     "debuggable",
     "echo",

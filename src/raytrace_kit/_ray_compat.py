@@ -1,10 +1,7 @@
 """Every use of Ray's private API, in one place: a Ray upgrade is this one file to check.
 
-Each function says which private member it reads and why no public one does the job.
-Everything else in the package uses Ray's public API only. What differs between the Ray
-versions the kit supports (2.40 to 2.60) is handled here too, each difference with a comment
-naming the versions (docs/compatibility.md lists them); those of its public API are in
-``_ray_versions.py``.
+Each function says what private member it reads, why no public one does, and where Ray
+2.40 to 2.60 differ (public API: ``_ray_versions.py``); the rest uses only public API.
 """
 
 from __future__ import annotations
@@ -75,6 +72,7 @@ __all__ = [
     "ray_worker",
     "ref_of_future",
     "remote_name",
+    "replace_actor_executors",
     "session_location",
     "token_auth_for_attach",
 ]
@@ -124,13 +122,12 @@ def keyword_of(method: Any, name: str) -> Any:
     """The ``inspect.Parameter`` ``name`` of the actor method behind ``method``, or ``None``.
 
     An ``ActorMethod`` keeps the method's signature (``_signature``, a list of parameters)
-    to check calls against; it travels with every handle. Ray 2.40's has none (2.41 added
-    it): its handle keeps every method's signature (``_ray_method_signatures``).
+    to check calls against; it travels with every handle.
     """
     signature = getattr(method, "_signature", None)
-    if signature is None:  # Ray 2.40
-        signatures = getattr(actor_of_method(method), "_ray_method_signatures", None) or {}
-        signature = signatures.get(method._method_name)
+    if signature is None:  # Ray 2.40 (2.41 added it): the handle keeps them, by method
+        kept = getattr(actor_of_method(method), "_ray_method_signatures", None) or {}
+        signature = kept.get(method._method_name)
     for parameter in signature or ():
         if parameter.name == name:
             return parameter
@@ -138,15 +135,10 @@ def keyword_of(method: Any, name: str) -> Any:
 
 
 def actor_of_method(method: Any) -> Any:
-    """The ``ActorHandle`` an ``ActorMethod`` calls (``_actor``).
-
-    Ray 2.40 and 2.44 hold it weakly (``_actor_ref``; ``_actor_hard_ref`` when a method is
-    passed on by itself); Ray 2.50 holds it (``_actor``). ``None`` if the handle is gone.
-    """
-    actor = getattr(method, "_actor", None)
-    if actor is None and hasattr(method, "_actor_ref"):  # Ray 2.40 and 2.44 (before 2.50)
-        actor = method._actor_hard_ref or method._actor_ref()
-    return actor
+    """The ``ActorHandle`` an ``ActorMethod`` calls (``_actor``), ``None`` if it is gone."""
+    if hasattr(method, "_actor_ref"):  # Ray 2.40 and 2.44 hold it weakly
+        return method._actor_hard_ref or method._actor_ref()
+    return getattr(method, "_actor", None)
 
 
 def _global_worker() -> Any:
@@ -192,9 +184,7 @@ def current_task() -> tuple[str | None, int, str | None]:
     Read straight from Ray's worker: ``ray.get_runtime_context()`` builds a context object
     each time, and has no getter for the attempt; this runs on every instrumented call.
     The task id is ``None`` outside tasks; the name is ``.options(name=...)``, else the
-    function's. Ray 2.40 has no getter for the name (``current_task_name`` came in 2.41):
-    its workers keep it only in the process title, which concurrent actor calls overwrite,
-    so the name is ``None`` there rather than one that may be another call's.
+    function's; ``None`` on Ray 2.40, which has no getter for it (2.41 added one).
     """
     worker = _global_worker()
     task = worker.current_task_id
@@ -206,14 +196,8 @@ def current_task() -> tuple[str | None, int, str | None]:
 
 
 def session_location() -> tuple[str, str]:
-    """``(temp dir, session name)`` of the Ray cluster this process is connected to.
-
-    Public from Ray 2.54 (``get_temp_dir``, ``get_session_name``); on the node before.
-    """
-    context = ray.get_runtime_context()
-    if hasattr(context, "get_session_name"):  # Ray 2.54 and later
-        return context.get_temp_dir(), context.get_session_name()
-    node = _global_worker().node  # Ray 2.40 to 2.53
+    """``(temp dir, session name)`` of Ray here: what Ray 2.54's public getters read."""
+    node = _global_worker().node
     return str(node.get_temp_dir_path()), str(node.session_name)
 
 
@@ -375,11 +359,9 @@ def machine_resources() -> dict[str, float]:
     Ray's own reckoning, as ``ray.init()`` makes it: CPUs, GPUs, memory, object store
     memory, and the node's ``node:<ip>`` and head resources.
     """
-    try:  # Ray 2.49 and later
-        from ray._private.resource_and_label_spec import (  # noqa: PLC0415
-            ResourceAndLabelSpec as Spec,
-        )
-    except ImportError:  # Ray 2.40-2.48: the same reckoning, without labels
+    try:  # Ray 2.49 and later; 2.40 to 2.48 call it ResourceSpec (the same reckoning)
+        from ray._private.resource_and_label_spec import ResourceAndLabelSpec as Spec  # noqa: PLC0415
+    except ImportError:
         from ray._private.resource_spec import ResourceSpec as Spec  # noqa: PLC0415
 
     spec = Spec().resolve(is_head=True, node_ip_address=ray.util.get_node_ip_address())
@@ -394,3 +376,25 @@ def python_class_of(actor_class: Any) -> type:
 def default_options_of(remote: Any) -> dict[str, Any]:
     """The options a ``RemoteFunction`` or ``ActorClass`` was declared with (a copy)."""
     return dict(remote._default_options)
+
+
+def replace_actor_executors(make: Callable[..., Any]) -> types.CodeType | None:
+    """Have Ray build each actor method's executor as ``make(name, method, bound, static)``.
+
+    Replaces ``ray._private.function_manager.FunctionActorManager._make_actor_method_executor``
+    (``bound``/``static``: that module's ``is_class_method``/``is_static_method``): the
+    executor runs in the method's thread, a thread of Ray's C++ core for a threaded actor,
+    where no public hook runs code; Ray 2.40 also passes ``actor_imported`` (unused by its
+    executor, gone by 2.44). Returns the code of Ray's own executor (None: not found).
+    """
+    import ray._private.function_manager as fm  # noqa: PLC0415 -- in a worker, on first use
+
+    owner = fm.FunctionActorManager
+    consts = owner._make_actor_method_executor.__code__.co_consts
+    rays = [c for c in consts if getattr(c, "co_name", "") == "actor_method_executor"]
+
+    def make_executor(self: Any, name: str, method: Callable[..., Any], **_: Any) -> Any:
+        return make(name, method, fm.is_class_method, fm.is_static_method)
+
+    patch("coverage.actor_methods", owner, "_make_actor_method_executor", make_executor)
+    return rays[0] if rays else None

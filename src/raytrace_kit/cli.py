@@ -9,6 +9,8 @@ Subcommands:
     explain [SOURCE]    what a Ray error (on stdin, or --task ID) means, and what to do
     collect             copy every node's files from a running cluster to here
     stuck               what every call in flight waits on, now; deadlocks named
+    export otlp|otlp-json [SOURCE]
+                        send the calls as OpenTelemetry spans to an endpoint, or a file
     sessions            the Ray sessions on this machine that hold kit records
 
 ``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the newest Ray
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from raytrace_kit._driver import launch
+from raytrace_kit._reports.otel import command as otel_command
 
 __all__ = ["main"]
 
@@ -119,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     stuck.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the nodes (30)"
     )
+
+    otel_command.add_command(commands, [quiet])
 
     listed = add("sessions", help="the sessions on this machine that hold kit records")
     listed.add_argument("--json", action="store_true", help="print them as JSON")
@@ -329,6 +334,10 @@ def _attached(how: str) -> str:
     return header.cluster_line(context.gcs_address, session_dir, alive, how, summary)
 
 
+def _export(arguments: argparse.Namespace) -> int:
+    return otel_command.run(arguments, _session(arguments))
+
+
 def _sessions(arguments: argparse.Namespace) -> int:
     from raytrace_kit._reports import header  # noqa: PLC0415
     from raytrace_kit._reports.sessions import sessions  # noqa: PLC0415
@@ -349,6 +358,7 @@ _COMMANDS = {
     "explain": _explain,
     "collect": _collect,
     "stuck": _stuck,
+    "export": _export,
     "sessions": _sessions,
 }
 

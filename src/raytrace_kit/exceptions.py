@@ -14,11 +14,14 @@ if TYPE_CHECKING:
     from raytrace_kit._serialization.report import SerializationReport
 
 __all__ = [
+    "CoverageError",
     "EventsNotFoundError",
+    "ExportError",
     "InvalidOptionError",
     "InvalidTargetError",
     "InvalidValueError",
     "LocalModeError",
+    "MissingExtraError",
     "NodeNotFoundError",
     "NotSerializableError",
     "ProfileError",
@@ -97,12 +100,49 @@ class EventsNotFoundError(RaytraceKitError, FileNotFoundError):
     """There are no event files where they were looked for."""
 
 
+class MissingExtraError(RaytraceKitError, ImportError):
+    """A feature needs an optional package that is not installed (the message says which).
+
+    Raised when the feature is used, never at ``import raytrace_kit``: for example,
+    exporting to an OTLP endpoint without ``pip install 'raytrace_kit[otel]'``.
+    """
+
+
+class ExportError(RaytraceKitError, OSError):
+    """Spans could not be delivered: the endpoint refused, failed or did not answer.
+
+    The message names the endpoint, what it said, and what to change.
+
+    Attributes:
+        status: The HTTP status the endpoint answered with (``None``: no answer).
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.status))
+
+
 class ProfileError(RaytraceKitError, RuntimeError):
     """A profile file could not be read or rendered (the profiler's message is included)."""
 
 
 class ProfileNotFoundError(RaytraceKitError, FileNotFoundError):
     """There is no profile file where one was expected."""
+
+
+class CoverageError(RaytraceKitError, RuntimeError):
+    """Coverage of remote code cannot be measured as asked (the message says why and the fix).
+
+    ``raytrace_kit.coverage()`` and ``pytest --ray-cov`` raise it when coverage.py (or its
+    start-up file) is missing, or when Ray connects to a cluster whose workers were started
+    outside the run and so cannot be measured.
+    """
 
 
 class RaytraceKitWarning(UserWarning):

@@ -13,6 +13,9 @@ Options:
 
     ``--no-raytrace-summary``: no summary of failed and slowest debuggable calls.
 
+    ``--ray-cov``: coverage measured inside Ray's workers too (with pytest-cov's ``--cov``,
+        its report includes them; alone, data files for ``coverage combine``).
+
 Nothing here imports Ray until a test asks for local mode or the session ran
 debuggable calls: the plugin loads in every pytest session of an environment that has
 raytrace_kit installed.
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -78,6 +81,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "RAYTRACE_KIT_INSTRUMENT=... gives options)",
     )
     group.addoption(
+        "--ray-cov",
+        action="store_true",
+        help="measure coverage inside Ray's workers too, for pytest-cov's report (--cov) "
+        "or, alone, as data files for coverage combine",
+    )
+    group.addoption(
         "--no-raytrace-summary",
         action="store_true",
         help="leave out the summary of failed and slowest debuggable calls",
@@ -95,9 +104,30 @@ def pytest_configure(config: pytest.Config) -> None:
         from raytrace_kit._driver import program  # noqa: PLC0415 -- only when asked
 
         program.instrument(**program.options_from_env(setting or "1"))
+    if config.getoption("ray_cov"):
+        from raytrace_kit._driver import coverage  # noqa: PLC0415 -- only when asked
+        from raytrace_kit.exceptions import CoverageError  # noqa: PLC0415
+
+        try:
+            config.stash[_COVERAGE] = coverage.start_run()
+        except CoverageError as exc:
+            msg = f"--ray-cov: {exc}"
+            raise pytest.UsageError(msg) from exc
 
 
 _STARTED = pytest.StashKey[datetime]()
+_COVERAGE = pytest.StashKey[Any]()
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    """With ``--ray-cov``: the workers save before pytest-cov combines (it wraps outside)."""
+    try:
+        return (yield)
+    finally:
+        run = session.config.stash.get(_COVERAGE, None)
+        if run is not None:
+            run.stop()
 
 
 @pytest.fixture
@@ -122,6 +152,12 @@ def _raytrace_kit_local_marker(request: pytest.FixtureRequest) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """A short summary of the session's failed and slowest debuggable calls."""
+    run = config.stash.get(_COVERAGE, None)
+    if run is not None:
+        terminalreporter.write_line(
+            f"raytrace_kit --ray-cov: {run.workers} of Ray's processes measured, "
+            f"their data files beside {run.data_file}"
+        )
     if config.getoption("no_raytrace_summary") or "raytrace_kit._driver.proxy" not in sys.modules:
         return  # no debuggable object was ever made: nothing to say, nothing to import
     try:

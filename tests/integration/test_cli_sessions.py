@@ -49,7 +49,7 @@ def stage(x):
         raise ValueError("bad input 3")
     return x
 
-ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
 for x in range(5):
     try:
         ray.get(stage.remote(x))
@@ -351,7 +351,7 @@ from raytrace_kit import debuggable
 def stage(x):
     return x
 
-ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
 ray.get([stage.remote(x) for x in range(2)])
 context = ray.get_runtime_context()
 done = subprocess.run([sys.executable, "-m", "raytrace_kit", "collect", "-o", sys.argv[1]],

@@ -11,6 +11,7 @@ from typing import Any
 
 import nbformat
 import pytest
+import ray
 from nbclient import NotebookClient
 
 from tests import helpers
@@ -104,11 +105,15 @@ def _text(cell: Any) -> str:
 def cells(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     """The notebook, executed once by a real kernel connected to the shared Ray."""
     helpers.start_shared_ray()
+    # The shared instance by its address: 'auto' would take the newest cluster on the
+    # machine, which may be another's.
+    address = ray.get_runtime_context().gcs_address
     tmp_path = tmp_path_factory.mktemp("notebook")
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(
-            source, metadata={"tags": ["raises-exception"]} if index in RAISES else {}
+            source.replace("address='auto'", f"address='{address}'"),
+            metadata={"tags": ["raises-exception"]} if index in RAISES else {},
         )
         for index, source in enumerate(CELLS)
     ]

@@ -383,3 +383,50 @@ def test_calls_of_one_size_have_no_straggler() -> None:
     ray.get([pause.remote(0.2) for _ in range(8)])
     made = raytrace_kit.report(since=since)
     assert not [f for f in made.findings if f.kind == "straggler"]
+
+
+@debuggable
+@ray.remote
+class Sleeper:
+    def sleep(self, seconds: float) -> float:
+        time.sleep(seconds)
+        return seconds
+
+
+@debuggable
+@ray.remote
+def stage(x: int) -> int:
+    return x
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_submission_records_find_a_queue_and_a_loop_without_instrument() -> None:
+    """Calls queued at once on one actor (the seeds' Sleeper) and ray.get in a driver loop.
+
+    With no driver record (no instrument()), the submission records say it: the actor's
+    calls waited for each other in its queue; the loop's calls were each submitted after
+    the one before ended. Both are what the calls do, whatever the machine's speed.
+    """
+    since = helpers.window_start()
+    sleeper = Sleeper.remote()
+    assert ray.get([sleeper.sleep.remote(0.3) for _ in range(5)]) == [0.3] * 5
+    for i in range(6):
+        assert ray.get(stage.remote(i)) == i  # the driver's loop
+    made = raytrace_kit.report(since=since)
+    by_kind = {f.kind: f for f in made.findings}
+    serial = by_kind["serializing_actor"]
+    assert serial.subject.endswith(".Sleeper")
+    assert "calls submitted together waited for each other in its queue" in serial.evidence
+    loop = by_kind["driver_loop"]
+    line = next(
+        number
+        for number, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+        if text.rstrip().endswith("# the driver's loop")
+    )
+    assert loop.subject == f"{__file__}:{line}"
+    assert loop.evidence.startswith(f"5 of the 6 calls submitted at {__file__}:{line}")
+    (queued,) = [q for q in made.queued if q["function"].endswith(".Sleeper.sleep")]
+    assert queued["count"] == 5
+    assert queued["max_s"] >= 4 * 0.3 * 0.9  # the fifth waited for the four before it
+    assert made.never_started == []
+    ray.kill(sleeper)

@@ -90,3 +90,23 @@ class TestStartFigures:
         figures = _process.start_figures(0.0, process_cpu=True)
         assert figures[4] is not None
         assert figures[0] != 1
+
+
+class TestKitThread:
+    """The kit's thread: one per process, ended by a reset (a test session starts many)."""
+
+    @pytest.mark.usefixtures("no_ray")
+    def test_a_reset_ends_it(self) -> None:
+        """Started once; a reset closes its wake-up pipe and the thread returns."""
+        from raytrace_kit._worker import state as worker_state  # noqa: PLC0415
+        from raytrace_kit._worker import watch  # noqa: PLC0415
+
+        watch.start()
+        thread = worker_state.state.kit_thread
+        assert thread is not None
+        assert thread.is_alive()
+        watch.start()
+        assert worker_state.state.kit_thread is thread
+        _process.reset()
+        thread.join(timeout=30)
+        assert not thread.is_alive()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
+from pathlib import Path
+
 import pytest
 
 import raytrace_kit
@@ -25,7 +29,13 @@ class TestWhoseCode:
             ("made.at.run.time", True),  # not imported from a file: exec'd code, a notebook
         ],
     )
-    def test_default(self, module: str, instrumented: bool) -> None:
+    def test_default(
+        self, module: str, instrumented: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        # __main__ as a user's script has it (python -m pytest would make it pytest's own).
+        script = types.ModuleType("__main__")
+        script.__file__ = str(tmp_path / "pipeline.py")
+        monkeypatch.setitem(sys.modules, "__main__", script)
         assert program.selected(module, Program(program.install)) is instrumented
 
     def test_include_and_exclude(self) -> None:

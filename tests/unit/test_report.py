@@ -96,3 +96,45 @@ class TestWork:
                 del made
         ratio = best[large] / best[small]
         assert ratio < 2.5, f"{best[small]:.2f} s of CPU, then {best[large]:.2f} s: {ratio:.2f}x"
+
+
+class TestQueues:
+    """Submission records in a report: time in queue, calls never started (no Ray)."""
+
+    def test_queue_time_and_never_started(self, tmp_path: Path) -> None:
+        """A call started 2.5 s after its .remote(); another never started: both said."""
+        from raytrace_kit._output import encode, submissions  # noqa: PLC0415
+        from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
+
+        node, base = "ab" * 28, 1_800_000_000.0
+        driver = ProcessIdentity("01000000", node, "cd" * 28, 100, is_worker=False)
+        worker = ProcessIdentity("01000000", node, "ef" * 28, 200, is_worker=True)
+        prefix = submissions.submit_prefix("app.step", "task", {"CPU": 1.0}, None)
+        ran, never = "11" * 24, "22" * 24
+        (tmp_path / f"events-{node[:12]}-100.jsonl").write_bytes(
+            submissions.submit_line(base, prefix, ran, None, None, driver, "/app/job.py:4", None)
+            + submissions.submit_line(
+                base + 1, prefix, never, None, None, driver, "/app/job.py:9", None
+            )
+        )
+        members = encode.call_members(
+            call_id="0123456789abcdef",
+            spec_fragment=encode.members({"function": "app.step", "kind": "task"}),
+            mode="ray", task_id=ran, actor_id=None, identity=worker, attempt=0,
+        )  # fmt: skip
+        state = encode.output_state.state
+        state.clock = (-1, "")
+        start = encode.call_line("call.start", "info", members)
+        end = encode.call_line(
+            "call.end", "info", members, encode.end_members(0.5, None, 0.1, figures=(1, 1, 1))
+        )
+        started = encode.stamp(base + 2.5).encode()
+        ended = encode.stamp(base + 3.0).encode()
+        stamped = start.replace(start[14:46], started) + end.replace(end[14:46], ended)
+        (tmp_path / f"events-{node[:12]}-200.jsonl").write_bytes(stamped)
+        made = raytrace_kit.report(tmp_path)
+        (queued,) = made.queued
+        assert (queued["function"], queued["count"]) == ("app.step", 1)
+        assert math.isclose(queued["max_s"], 2.5, abs_tol=1e-6)
+        (missing,) = made.never_started
+        assert (missing["site"], missing["task_id"]) == ("/app/job.py:9", never)

@@ -182,6 +182,7 @@ def _copy_node(listed: dict[str, Any], dest: Path, known: dict[str, Any]) -> dic
         "node_id": node_id,
         "status": "collected",
         "address": node.get("NodeManagerAddress"),
+        "hostname": node.get("NodeManagerHostname"),  # spans' host.name (docs/otel.md)
         "source": listing["root"],
         "files": record,
         "bytes_copied": copied,

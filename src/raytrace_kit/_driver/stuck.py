@@ -47,6 +47,7 @@ def _node_state(request: str, answer_s: float) -> dict[str, Any]:
         os.close(fd)
     except FileExistsError:  # another node of this machine reads this directory
         return {"node_id": node_id, "root": str(root), "same_as": claim.read_text()}
+    _forget_old_claims(claim.parent)
     snapshots, silent = _snapshots(answer_s)
     return {
         "node_id": node_id,
@@ -55,6 +56,18 @@ def _node_state(request: str, answer_s: float) -> dict[str, Any]:
         "silent": silent,
         "in_flight": in_flight([root]),
     }
+
+
+_CLAIM_KEPT_S = 600.0  # a claim outlives every node task of its stuck() call by far
+
+
+def _forget_old_claims(directory: Path) -> None:
+    """Remove the claims of earlier stuck() calls (one small file each, per directory)."""
+    now = time.time()
+    for old in directory.glob("stuck-*.claim"):
+        with contextlib.suppress(OSError):
+            if now - old.stat().st_mtime > _CLAIM_KEPT_S:
+                old.unlink()
 
 
 def _snapshots(answer_s: float) -> tuple[list[dict[str, Any]], list[int]]:

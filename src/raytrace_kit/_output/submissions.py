@@ -13,6 +13,7 @@ submissions; what ran is recorded by the process that ran it.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import time
 from collections.abc import Mapping
@@ -146,7 +147,11 @@ def rendered(identity: ProcessIdentity | None = None) -> bytes:
     if not pending:
         return b""
     with state.lock:
-        taken, state.submissions = state.submissions, []
+        # Taken from the list, not by swapping in a new one: record() in another thread
+        # may hold the list and append to it at any moment; its record stays, at the end.
+        count = len(pending)
+        taken = pending[:count]
+        del pending[:count]
     if identity is not None and any(entry[5] is not identity for entry in taken):
         # Another connection's records (ray.shutdown() then ray.init()): to their own file.
         state.submissions.extend(entry for entry in taken if entry[5] is not identity)
@@ -166,7 +171,16 @@ def flush() -> None:
         writer.report_failure("submissions", "cannot write the submission records", exc)
 
 
-atexit.register(flush)
+def _flush_quietly() -> None:
+    """:func:`flush` at exit or at a reset, where an error would reach no one.
+
+    A warning turned into an error (``-W error::RaytraceKitWarning``) has no caller here.
+    """
+    with contextlib.suppress(Exception):
+        flush()
+
+
+atexit.register(_flush_quietly)
 # A reset (raytrace_kit.testing.reset()) writes what waits before the files are closed:
 # registered above the output room's own reset, which closes them.
-_registry.register(flush, layer=_registry.WORKER)
+_registry.register(_flush_quietly, layer=_registry.WORKER)

@@ -19,8 +19,11 @@ __all__ = [
     "STARTED",
     "Call",
     "StartLine",
+    "blocks",
     "distinct_processes",
+    "interrupted",
     "iter_calls",
+    "join_start",
     "process_calls",
     "processes",
     "unique",
@@ -31,7 +34,7 @@ _END = msgspec.json.Decoder(Call).decode
 STARTED = operator.attrgetter("started")
 
 
-def _interrupted(raw: bytes) -> Call | None:
+def interrupted(raw: bytes) -> Call | None:
     """The call of a ``call.start`` that has no ``call.end``."""
     try:
         call = _END(raw)
@@ -68,7 +71,7 @@ def processes(files: list[Path]) -> list[list[Path]]:
 _BLOCK = 4 * 2**20  # read files in blocks: memory stays bounded however large a file is
 
 
-def _blocks(file: Path) -> Iterator[list[bytes]]:
+def blocks(file: Path) -> Iterator[list[bytes]]:
     """The lines of a file, a block's worth at a time (a cut last line joins the next block)."""
     try:
         handle = file.open("rb")
@@ -101,6 +104,7 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
     files: list[Path],
     start: StartLine | None = None,
     others: Callable[[bytes], None] | None = None,
+    logged: Callable[[bytes], object] | None = None,
 ) -> Iterator[Call]:
     """The calls of one process, as its files have them (end order), interrupted ones last.
 
@@ -109,12 +113,14 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
     its ``call.end`` lacks what it has (files of before ``rss_start_bytes``) or never came.
     ``start``, if given, holds the ``call.start`` line of each call while it is yielded;
     ``others``, if given, is called with the line of each other ``call.*`` event
-    (``call.submit``, ``call.stuck``), undecoded, in file order.
+    (``call.submit``, ``call.stuck``), undecoded, in file order; ``logged``, if given, with
+    every line that is no ``call.*`` event (a call's ``get_logger()`` events, read before
+    the ``call.end`` of the call they were written in: for its span).
     """
     starts: dict[str, bytes] = {}
     end = _END
     for file in files:
-        for lines in _blocks(file):
+        for lines in blocks(file):
             for raw in lines:  # the hot loop: a million lines take a second or two
                 at = raw.find(b'"event":"call.', 0, 120)  # the kit's compact lines: near the start
                 if at >= 0:
@@ -122,6 +128,8 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
                 else:  # written by another JSON writer ("key": "value"), or not a call event
                     at = raw.find(b'"event": "call.')
                     if at < 0:
+                        if logged is not None:
+                            logged(raw)
                         continue
                     at += 15
                 try:
@@ -133,7 +141,7 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
                         elif call.rss_start_bytes is not None and begun[_STAMP_END] == _QUOTE:
                             call.started = begun[_STAMP_START:_STAMP_END].decode()
                         else:  # another writer's line, or a call.end of before rss_start_bytes
-                            _join(call, begun)
+                            join_start(call, begun)
                         if start is not None:
                             start.line = begun
                         yield call
@@ -149,11 +157,11 @@ def iter_calls(  # noqa: PLR0912 -- the hot loop
                 except (msgspec.DecodeError, IndexError, UnicodeDecodeError):
                     continue  # a line cut short by a killed process
     for raw in starts.values():
-        interrupted = _interrupted(raw)
-        if interrupted is not None:
+        unended = interrupted(raw)
+        if unended is not None:
             if start is not None:
                 start.line = raw
-            yield interrupted
+            yield unended
 
 
 # The kit's lines start {"timestamp":"<32 characters>", so a start time is read in place.
@@ -162,7 +170,7 @@ _STAMP_END = _STAMP_START + len("2026-11-22T19:03:13.237701+00:00")
 _QUOTE = ord('"')
 
 
-def _join(call: Call, raw: bytes) -> None:
+def join_start(call: Call, raw: bytes) -> None:
     """Give a finished call what its ``call.start`` line has: when it started, and its RSS."""
     begun = _START(raw)
     call.started = begun.timestamp

@@ -11,6 +11,7 @@ first); the last stuck event of each call.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import statistics
 from array import array
@@ -29,6 +30,7 @@ __all__ = ["MAX_LISTED", "QUEUE_FINDING_S", "Queues", "has_submissions"]
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
 QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
 QUEUE_FINDING_RATIO = 2.0  # ...and longer than this many times they run: a finding
+LOOP_MIN = 5  # calls of one line of the driver, each after the one before ended: a loop
 _SUBMIT = msgspec.json.Decoder(Submission).decode
 _STUCK = msgspec.json.Decoder(Stuck).decode
 
@@ -72,11 +74,16 @@ class Queues:
     without them costs nothing more per call).
     """
 
-    def __init__(self, *, joined: bool = True) -> None:
+    def __init__(
+        self, *, joined: bool = True, since: str | None = None, until: str | None = None
+    ) -> None:
         self.joined = joined
+        self.since, self.until = since, until  # the report's window, on submission times
         self.clock = _Clock()
-        self.submitted: dict[int, tuple[float, str, str | None, str | None]] = {}
+        # task -> (submitted, function, site, task id (the first few), actor, by the driver)
+        self.submitted: dict[int, tuple[float, str, str | None, str | None, str | None, bool]] = {}
         self.started: dict[int, float] = {}
+        self.ended: dict[int, float] = {}  # task -> its last end: a loop's calls, in order
         self.stuck: dict[str, Stuck] = {}
 
     def line(self, raw: bytes) -> None:
@@ -84,12 +91,19 @@ class Queues:
         try:
             if b'"event":"call.submit"' in raw[:120]:
                 record = _SUBMIT(raw)
-                if record.task_id and record.timestamp:
+                stamp = record.timestamp
+                if (self.since is not None and stamp < self.since) or (
+                    self.until is not None and stamp >= self.until
+                ):
+                    return
+                if record.task_id and stamp:
                     key = hash(record.task_id)
                     if key not in self.submitted:
                         self.submitted[key] = (
-                            self.clock(record.timestamp), record.function, record.site,
+                            self.clock(stamp), record.function, record.site,
                             record.task_id if len(self.submitted) < 4 * MAX_LISTED else None,
+                            record.actor_id if record.kind == "actor_method" else None,
+                            record.parent_call_id is None,
                         )  # fmt: skip
             elif b'"event":"call.stuck"' in raw[:120]:
                 event = _STUCK(raw)
@@ -98,11 +112,15 @@ class Queues:
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass  # a line cut short by a killed process
 
-    def start(self, task_id: str, begun: str) -> None:
-        """A call's first start (retries start later: the first one counts)."""
+    def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
+        """A call's first attempt's start (the queue ends there), and its task's last end."""
         key = hash(task_id)
-        if key not in self.started and begun:
+        if not attempt and begun and key not in self.started:
             self.started[key] = self.clock(begun)
+        if ended:
+            when = self.clock(ended)
+            if when > self.ended.get(key, 0.0):
+                self.ended[key] = when
 
     def results(self, ended: Callable[[str], str | None]) -> dict[str, Any]:
         """Time in queue per function, calls never started, stuck calls (for the report).
@@ -112,8 +130,12 @@ class Queues:
         waits: dict[str, array[float]] = {}
         never: list[dict[str, Any]] = []
         never_count = 0
-        for key, (when, function, site, task_id) in self.submitted.items():
+        sites: dict[str, list[tuple[float, float | None]]] = {}  # the driver's, by line
+        actors: dict[str, list[float]] = {}  # an actor's calls: each one's time in queue
+        for key, (when, function, site, task_id, actor, by_driver) in self.submitted.items():
             begun = self.started.get(key)
+            if by_driver and site:
+                sites.setdefault(site, []).append((when, self.ended.get(key)))
             if begun is None:
                 never_count += 1
                 if len(never) < MAX_LISTED:
@@ -121,6 +143,8 @@ class Queues:
                                   "task_id": task_id})  # fmt: skip
                 continue
             waits.setdefault(function, array("d")).append(max(begun - when, 0.0))
+            if actor:
+                actors.setdefault(actor, []).append(max(begun - when, 0.0))
         queued: list[dict[str, Any]] = []
         for function, values in waits.items():
             ordered = sorted(values)
@@ -134,12 +158,33 @@ class Queues:
         never.sort(key=lambda row: row["submitted"])
         stuck = [_stuck_row(event, ended(event.call_id)) for event in self.stuck.values()]
         stuck.sort(key=lambda row: row["timestamp"])
+        longest = {actor: max(waits) for actor, waits in actors.items() if len(waits) >= LOOP_MIN}
         return {"queued": queued, "never_started": never, "never_started_count": never_count,
-                "stuck": stuck}  # fmt: skip
+                "stuck": stuck, "loops": _loops(sites), "actor_queues": longest}  # fmt: skip
 
-    def findings(self, found: dict[str, Any], durations: dict[str, float]) -> list[Finding]:
-        """Calls that waited in queue longer than they ran; calls reported stuck."""
-        made = []
+    def findings(
+        self, found: dict[str, Any], durations: dict[str, float], said: set[str]
+    ) -> list[Finding]:
+        """The driver's ray.get loops, calls that queued longer than they ran, stuck calls.
+
+        ``said``: the subjects of findings made already (the driver's record names its
+        loops by line too: each is said once).
+        """
+        made = [
+            Finding(
+                f"ray.get in a loop in the driver: {loop['site']}",
+                f"{loop['serial']} of the {loop['calls']} calls submitted at {loop['site']} "
+                "were each submitted after the one before had ended: the driver waited on "
+                "each before submitting the next, so they ran one at a time",
+                "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
+                "xs]; ray.get(refs). If each call needs the one before, pass the ObjectRef "
+                "on instead of its value (x = f.remote(x))",
+                "driver_loop",
+                loop["site"],
+            )
+            for loop in found["loops"]
+            if loop["site"] not in said
+        ]
         for row in found["queued"]:
             ran = durations.get(row["function"])
             wait = row["p50_s"]
@@ -171,6 +216,28 @@ class Queues:
                 "stuck_calls", first["function"],
             ))  # fmt: skip
         return made
+
+
+def _loops(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[str, Any]]:
+    """Lines of the driver whose calls were each submitted after the one before ended.
+
+    What ``for x in xs: ray.get(f.remote(x))`` leaves: its calls ran one at a time, each
+    waited on by the driver before it submitted the next.
+    """
+    found: list[dict[str, Any]] = []
+    for site, calls in sites.items():
+        if len(calls) < LOOP_MIN:
+            continue
+        calls.sort()
+        serial = sum(
+            1
+            for (_, ended), (next_submitted, _) in itertools.pairwise(calls)
+            if ended is not None and ended <= next_submitted
+        )
+        if serial >= LOOP_MIN - 1 and 2 * serial >= len(calls):
+            found.append({"site": site, "calls": len(calls), "serial": serial})
+    found.sort(key=lambda row: -row["serial"])
+    return found
 
 
 def _stuck_row(event: Stuck, status: str | None) -> dict[str, Any]:

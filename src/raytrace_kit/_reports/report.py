@@ -205,7 +205,7 @@ def report(
         msg = f"since={since!r} is not before until={until!r}: the window is empty"
         raise InvalidValueError(msg)
     driver = read_driver(session.driver_files())
-    queues = Queues(joined=has_submissions(session.files))
+    queues = Queues(joined=has_submissions(session.files), since=start, until=end)
     tally = Tally(start, end, waited=driver.wanted, queues=queues)
     line = StartLine()
     for files in distinct_processes(session.files):
@@ -230,6 +230,8 @@ def report(
         "source": str(session.root),
         "files": len(session.files),
     }
+    of_driver = driver.findings(tally.waited)
+    said = {finding.subject for finding in of_driver}
     return Report(
         overview=overview,
         failures=_failures(tally),
@@ -237,15 +239,15 @@ def report(
         slowest=slowest,
         memory=_memory(tally),
         findings=[
-            *driver.findings(tally.waited),
+            *of_driver,
             *rules.tiny_tasks(tally),
             *rules.stragglers(tally),
             *rules.one_at_a_time(tally),
-            *rules.serializing_actors(tally, span),
+            *rules.serializing_actors(tally, span, flights["actor_queues"]),
             *tally.leaks,
             *deaths,
             *rules.other_findings(tally),
-            *queues.findings(flights, _medians(tally, flights["queued"])),
+            *queues.findings(flights, _medians(tally, flights["queued"]), said),
         ],
         charts=_charts(tally, span, spreads),
         driver=driver.overview() if driver.runs or driver.waits else {},

@@ -33,6 +33,8 @@ STRAGGLER_MIN_CALLS = 5  # a function's slowest call, among at least this many..
 STRAGGLER_RATIO = 5.0  # ...this many times its median...
 STRAGGLER_EXCESS_S = 1.0  # ...and this much longer: one call holds up what waits for all
 SERIAL_ACTOR_SHARE = 0.5  # an actor busy at least this share of the run...
+SERIAL_QUEUE_SHARE = 0.5  # an actor's call that waited half its busy time in its queue...
+SERIAL_QUEUE_MIN_S = 0.1  # ...and at least this long: its calls waited for each other
 SERIAL_GAP_S = 0.002  # ...its calls this close (or a tenth of a call)...: it is the queue
 
 
@@ -120,8 +122,15 @@ def one_at_a_time(tally: Tally) -> list[Finding]:
     return found
 
 
-def serializing_actors(tally: Tally, span: float) -> list[Finding]:
-    """One actor running the work back to back while the rest of the run idles."""
+def serializing_actors(
+    tally: Tally, span: float, queued: dict[str, float] | None = None
+) -> list[Finding]:
+    """One actor running the work back to back while the rest of the run idles.
+
+    With submission records (``queued``: each actor's longest time in its queue), also an
+    actor whose calls were submitted together and waited for each other in its queue,
+    whatever the rest of the run did: the seeds' one ``Sleeper`` actor.
+    """
     if span <= 0:
         return []
     total_busy = math.fsum(math.fsum(a.durations) for a in tally.functions.values())
@@ -132,16 +141,26 @@ def serializing_actors(tally: Tally, span: float) -> list[Finding]:
         share = run.busy / span
         mean_gap = run.gaps / (run.calls - 1)
         others = max(total_busy - run.busy, 0.0) / span  # processes busy on average
-        if share < SERIAL_ACTOR_SHARE or others >= 1.0:
-            continue
-        if mean_gap > max(SERIAL_GAP_S, 0.1 * run.busy / run.calls):
+        waited = (queued or {}).get(actor_id, 0.0)
+        in_queue = waited >= SERIAL_QUEUE_SHARE * run.busy and waited >= SERIAL_QUEUE_MIN_S
+        if not in_queue and (
+            share < SERIAL_ACTOR_SHARE
+            or others >= 1.0
+            or mean_gap > max(SERIAL_GAP_S, 0.1 * run.busy / run.calls)
+        ):
             continue
         owner = run.function.rsplit(".", 1)[0]
+        queue = (
+            f"; calls submitted together waited for each other in its queue, the longest "
+            f"{waited:.2f} s"
+            if in_queue
+            else ""
+        )
         found.append(Finding(
             f"One actor serializes the work: {owner} ({actor_id[:12]})",
             f"its {run.calls} calls ran back to back (mean gap {mean_gap * 1000:.1f} ms) and "
             f"kept it busy {share:.0%} of the run, while all other calls together kept "
-            f"{others:.1f} processes busy on average",
+            f"{others:.1f} processes busy on average{queue}",
             "spread the work over several actors (ray.util.ActorPool), move stateless work "
             "into tasks, or let calls that wait on I/O overlap (async methods, "
             "max_concurrency)",

@@ -227,6 +227,19 @@ class Session:
             raise ImportError(msg) from exc
         return pa.table(_columns(self.calls()))
 
+    def to_otel(self, exporter: Any, *, service_name: str = "ray", batch_size: int = 512) -> int:
+        """Hand every call, as a span, to an OpenTelemetry SDK span exporter; say how many.
+
+        ``exporter``: any SDK ``SpanExporter`` (flushed, not shut down). Spans go in batches
+        of ``batch_size``, as the files are read; ``service_name`` is their ``service.name``;
+        calls still running are left out. Raises ``MissingExtraError`` without the SDK
+        (``pip install 'raytrace_kit[otel]'``), ``ExportError`` when a batch fails.
+        docs/otel.md says what a span holds.
+        """
+        from raytrace_kit._reports.otel.export import to_otel  # noqa: PLC0415 -- an extra
+
+        return to_otel(self, exporter, service_name=service_name, batch=batch_size).spans
+
 
 _GLANCE_FILES = 200  # a session's overview reads the first and last line of this many
 

@@ -116,8 +116,8 @@ class Tally:
             function, status, ended = call.function, call.status, call.ended
             if waited is not None and ended and call.task_id in waited:
                 self._waited_on(call, ended, start_line)
-            if started is not None and call.task_id and not call.attempt:
-                started(call.task_id, call.started or ended or "")
+            if started is not None and call.task_id:
+                started(call.task_id, call.started or ended or "", ended, call.attempt)
             if stuck and call.call_id in stuck:
                 self.stuck_status[call.call_id] = status
             # Every call's id, whatever the window (a parent may be outside it); packed

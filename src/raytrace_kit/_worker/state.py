@@ -6,6 +6,8 @@ nothing running (threads do not survive a fork).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from typing import TYPE_CHECKING
 
@@ -21,10 +23,19 @@ class WorkerState:
     """Every mutable value of the worker room; see the module's docstring."""
 
     def __init__(self) -> None:
+        self.wake_fd: int | None = None
         self.clear()
 
     def clear(self) -> None:
-        """Forget every value, with a fresh lock."""
+        """Forget every value, with a fresh lock; the kit's thread, if any, ends.
+
+        Closing its wake-up pipe ends the thread (it reads the pipe's end); in a forked
+        child the thread did not survive the fork, and the descriptor is the child's copy.
+        """
+        fd, self.wake_fd = getattr(self, "wake_fd", None), None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         self.lock = threading.Lock()
         self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call, for live stacks
         self.parents_hooked = False  # ActorMethod._remote carries parents (see .parents)
@@ -32,7 +43,6 @@ class WorkerState:
         self.program_installed = False  # instrument()'s hooks, in a worker (see .boundary)
         # The kit's thread (see .watch): requests, stuck calls, submission batches.
         self.kit_thread: threading.Thread | None = None
-        self.wake_fd: int | None = None  # writing a byte here wakes it
         self.watch_period = 3600.0  # seconds between its looks at the running calls
         self.stuck_after_default: float | None = None  # RAYTRACE_STUCK_AFTER, else 60 s
         # id(call) -> (call.stuck events written, running_s of the next one)

@@ -128,18 +128,31 @@ def _run(fifo: tuple[int, Path] | None, wake_read: int) -> None:
             return
         now = time.monotonic()
         if wake_read in ready:
-            with contextlib.suppress(OSError):
-                os.read(wake_read, 4096)
+            try:
+                woken = os.read(wake_read, 4096)
+            except OSError:
+                woken = b""
+            if not woken:  # the pipe's write end was closed: a reset; this thread ends
+                _close(wake_read, fifo)
+                return
             next_watch = min(next_watch, now + state.watch_period)  # it may have shortened
         if fifo is not None and fifo[0] in ready:
             pending = _answer_requests(fifo, pending)
         if flush_at is not None and now >= flush_at:
-            submissions.flush()
             flush_at = None
+            with contextlib.suppress(Exception):  # a warning made an error: never ends us
+                submissions.flush()
         if now >= next_watch:
             with contextlib.suppress(Exception):  # never ends the thread
                 report_stuck()
             next_watch = now + state.watch_period
+
+
+def _close(wake_read: int, fifo: tuple[int, Path] | None) -> None:
+    for fd in (wake_read, None if fifo is None else fifo[0]):
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _answer_requests(fifo: tuple[int, Path], pending: bytes) -> bytes:

@@ -1,0 +1,1 @@
+"""A small package whose code runs in Ray's workers (test data for coverage of remote code)."""
