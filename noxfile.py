@@ -1,4 +1,4 @@
-"""Development sessions: tests, compat, lint, typecheck, docs, examples, browser (``nox -l``)."""
+"""Development sessions: tests, compat, lint, typecheck, docs, examples, browser, terminal."""
 
 from __future__ import annotations
 
@@ -125,6 +125,17 @@ def browser(session: nox.Session) -> None:
         session.run("apt-get", "install", "-y", "chromium", external=True, env=apt)
     session.install("-e", ".[test]")
     session.run("pytest", "tests/browser", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def terminal(session: nox.Session) -> None:
+    """Drive raytrace-kit top in tmux beside a job on a 3-node cluster (installs tmux)."""
+    if not shutil.which("tmux"):
+        apt = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run("apt-get", "update", external=True, env=apt)
+        session.run("apt-get", "install", "-y", "tmux", external=True, env=apt)
+    session.install("-e", ".[test]")
+    session.run("pytest", "tests/terminal", *session.posargs, env={"RAYTRACE_TERMINAL_TESTS": "1"})
 
 
 @nox.session(python=PYTHON)

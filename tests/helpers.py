@@ -7,6 +7,7 @@ with plain Ray (the outcome of a body, and :class:`AgainstPlainRay` for tables o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -45,6 +46,47 @@ def start_shared_ray() -> None:
     """Start the session's Ray instance if it is not running (it is shared by tests)."""
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
+@contextlib.contextmanager
+def node_cluster(directories: list[Path]) -> Iterator[Any]:
+    """A head and one node per directory, one CPU each, ``node<i>`` resources, connected.
+
+    Node ``i`` (from 1) writes to ``directories[i - 1]``, as a separate machine would; the
+    head writes to the session directory. The cluster uses this machine's Ray token if it
+    has one, as clusters started by ``ray start`` do (and the commands that attach to it
+    send it); without one, none of them does.
+    """
+    from ray.cluster_utils import Cluster  # noqa: PLC0415
+
+    from raytrace_kit import _ray_compat  # noqa: PLC0415
+
+    if ray.is_initialized():
+        ray.shutdown()  # a driver connects to one cluster; the shared one restarts later
+    before = os.environ.get("RAY_AUTH_MODE")
+    _ray_compat.token_auth_for_attach()
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token here: nobody sends one
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"node0": 1}, "include_dashboard": False},
+    )
+    try:
+        for i, directory in enumerate(directories, 1):
+            cluster.add_node(
+                num_cpus=1,
+                resources={f"node{i}": 1},
+                env_vars={"RAYTRACE_LOG_DIR": str(directory)},
+            )
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        if before is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = before
 
 
 class _Window:

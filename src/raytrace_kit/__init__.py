@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from raytrace_kit._driver.actor_class import DebuggableActorClass
     from raytrace_kit._driver.blocks import ProfileBlock, profile_cpu, profile_memory
+    from raytrace_kit._driver.cluster_report import report
     from raytrace_kit._driver.collect import collect
     from raytrace_kit._driver.coverage import coverage
     from raytrace_kit._driver.decorate import debuggable
     from raytrace_kit._driver.function import DebuggableFunction
+    from raytrace_kit._driver.live import top
     from raytrace_kit._driver.program import instrument
     from raytrace_kit._driver.stacks import stacks
     from raytrace_kit._driver.stuck import stuck
@@ -34,11 +36,12 @@ if TYPE_CHECKING:
     from raytrace_kit._reports.explain import Explanation, explain
     from raytrace_kit._reports.flamegraph import flamegraph
     from raytrace_kit._reports.profile_summary import ProfileSummary, profile_summary
-    from raytrace_kit._reports.report import Finding, Report, report
+    from raytrace_kit._reports.report import Finding, Report
     from raytrace_kit._reports.session import Call, Session, open_session
     from raytrace_kit._reports.sessions import SessionSummary, sessions
     from raytrace_kit._reports.stuck import StuckReport
     from raytrace_kit._reports.timeline import timeline
+    from raytrace_kit._reports.top import TopView
     from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
     from raytrace_kit._serialization.walk import check_serializable
     from raytrace_kit._worker.debugger import DebuggerEndpoint, attach_debugger
@@ -73,6 +76,8 @@ _LAZY = {
     "debuggable": "raytrace_kit._driver.decorate",
     "instrument": "raytrace_kit._driver.program",
     "DebuggableFunction": "raytrace_kit._driver.function",
+    "top": "raytrace_kit._driver.live",
+    "report": "raytrace_kit._driver.cluster_report",
     "stacks": "raytrace_kit._driver.stacks",
     "stuck": "raytrace_kit._driver.stuck",
     "LocalActorHandle": "raytrace_kit._local.handles",
@@ -97,13 +102,13 @@ _LAZY = {
     "Finding": "raytrace_kit._reports.report",
     "Report": "raytrace_kit._reports.report",
     "StuckReport": "raytrace_kit._reports.stuck",
-    "report": "raytrace_kit._reports.report",
     "Call": "raytrace_kit._reports.session",
     "Session": "raytrace_kit._reports.session",
     "open_session": "raytrace_kit._reports.session",
     "SessionSummary": "raytrace_kit._reports.sessions",
     "sessions": "raytrace_kit._reports.sessions",
     "timeline": "raytrace_kit._reports.timeline",
+    "TopView": "raytrace_kit._reports.top",
     "SerializationFailure": "raytrace_kit._serialization.report",
     "SerializationReport": "raytrace_kit._serialization.report",
     "check_serializable": "raytrace_kit._serialization.walk",
@@ -172,6 +177,7 @@ __all__ = [
     "SessionSummary",
     "StuckReport",
     "ThreadStack",
+    "TopView",
     "UsageError",
     "__version__",
     "attach_debugger",
@@ -199,6 +205,7 @@ __all__ = [
     "stacks",
     "stuck",
     "timeline",
+    "top",
 ]
 
 

@@ -9,6 +9,7 @@ Subcommands:
     explain [SOURCE]    what a Ray error (on stdin, or --task ID) means, and what to do
     collect             copy every node's files from a running cluster to here
     stuck               what every call in flight waits on, now; deadlocks named
+    top, tail           a running cluster live; its events as they are written
     export otlp|otlp-json [SOURCE]
                         send the calls as OpenTelemetry spans to an endpoint, or a file
     sessions            the Ray sessions on this machine that hold kit records
@@ -33,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raytrace_kit._driver import launch
+from raytrace_kit._driver import launch, live_commands
 from raytrace_kit._reports.otel import command as otel_command
 
 __all__ = ["main"]
@@ -123,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=30.0, help="seconds to wait for the nodes (30)"
     )
 
+    live_commands.add_commands(add, report)
     otel_command.add_command(commands, [quiet])
 
     listed = add("sessions", help="the sessions on this machine that hold kit records")
@@ -193,9 +195,9 @@ def _events(arguments: argparse.Namespace) -> int:
 
 
 def _report(arguments: argparse.Namespace) -> int:
-    import raytrace_kit  # noqa: PLC0415
-
-    made = raytrace_kit.report(_session(arguments), since=arguments.since, until=arguments.until)
+    made = live_commands.report(arguments, _on_cluster, _session)  # --address: on the nodes
+    if isinstance(made, int):
+        return made
     if arguments.html is not None:
         made.save_html(arguments.html)
         print(json.dumps(made.to_dict(), indent=1) if arguments.json else arguments.html)
@@ -360,6 +362,7 @@ _COMMANDS = {
     "stuck": _stuck,
     "export": _export,
     "sessions": _sessions,
+    **live_commands.commands(_on_cluster),  # top, tail: attached as stuck and collect are
 }
 
 

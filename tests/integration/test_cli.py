@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -140,3 +141,27 @@ def test_usage_errors_and_a_closed_pipe(tmp_path: Path) -> None:
         assert said.startswith(
             f"raytrace-kit: {source} (event files, first event {first:%Y-%m-%d %H:%M:%S}, 1 node, "
         )
+
+
+def test_stuck_attaches_to_a_cluster_without_token_auth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster here that takes no token is attached without one, from a plain shell.
+
+    With one, Ray would drop the actors the command makes.
+    """
+    from ray.cluster_utils import Cluster  # noqa: PLC0415
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+        done = subprocess.run(
+            [sys.executable, "-m", "raytrace_kit", "stuck", "--address", cluster.address],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith(f"raytrace-kit: cluster {cluster.address}")
+        assert done.stdout.startswith("Stuck? 0 call(s) in flight")
+    finally:
+        cluster.shutdown()

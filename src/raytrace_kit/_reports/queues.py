@@ -15,7 +15,7 @@ import itertools
 import mmap
 import statistics
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,15 @@ import msgspec
 from raytrace_kit._output.schema import Stuck, Submission
 from raytrace_kit._reports.finding import Finding
 
-__all__ = ["MAX_LISTED", "QUEUE_FINDING_S", "Queues", "has_submissions"]
+__all__ = [
+    "MAX_LISTED",
+    "QUEUE_FINDING_S",
+    "Clock",
+    "Queues",
+    "flights",
+    "has_submissions",
+    "loops_of",
+]
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
 QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
@@ -35,7 +43,7 @@ _SUBMIT = msgspec.json.Decoder(Submission).decode
 _STUCK = msgspec.json.Decoder(Stuck).decode
 
 
-class _Clock:
+class Clock:
     """ISO 8601 timestamps to seconds, the date and time parsed once per second."""
 
     def __init__(self) -> None:
@@ -79,7 +87,7 @@ class Queues:
     ) -> None:
         self.joined = joined
         self.since, self.until = since, until  # the report's window, on submission times
-        self.clock = _Clock()
+        self.clock = Clock()
         # task -> (submitted, function, site, task id (the first few), actor, by the driver)
         self.submitted: dict[int, tuple[float, str, str | None, str | None, str | None, bool]] = {}
         self.started: dict[int, float] = {}
@@ -145,22 +153,10 @@ class Queues:
             waits.setdefault(function, array("d")).append(max(begun - when, 0.0))
             if actor:
                 actors.setdefault(actor, []).append(max(begun - when, 0.0))
-        queued: list[dict[str, Any]] = []
-        for function, values in waits.items():
-            ordered = sorted(values)
-            queued.append({
-                "function": function, "count": len(ordered),
-                "p50_s": statistics.median(ordered),
-                "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-                "max_s": ordered[-1],
-            })  # fmt: skip
-        queued.sort(key=lambda row: -row["p50_s"])
-        never.sort(key=lambda row: row["submitted"])
-        stuck = [_stuck_row(event, ended(event.call_id)) for event in self.stuck.values()]
-        stuck.sort(key=lambda row: row["timestamp"])
-        longest = {actor: max(waits) for actor, waits in actors.items() if len(waits) >= LOOP_MIN}
-        return {"queued": queued, "never_started": never, "never_started_count": never_count,
-                "stuck": stuck, "loops": _loops(sites), "actor_queues": longest}  # fmt: skip
+        waited = {actor: (len(values), max(values)) for actor, values in actors.items()}
+        return flights(
+            waits, never, never_count, self.stuck.values(), ended, loops_of(sites), waited
+        )
 
     def findings(
         self, found: dict[str, Any], durations: dict[str, float], said: set[str]
@@ -218,7 +214,41 @@ class Queues:
         return made
 
 
-def _loops(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[str, Any]]:
+def flights(  # noqa: PLR0917 -- one argument per part of the joined records
+    waits: dict[str, array[float]],
+    never: list[dict[str, Any]],
+    never_count: int,
+    stuck: Iterable[Stuck],
+    ended: Callable[[str], str | None],
+    loops: list[dict[str, Any]],
+    actors: dict[str, tuple[int, float]],
+) -> dict[str, Any]:
+    """The report's in-flight sections from the joined records (see :meth:`Queues.results`).
+
+    ``waits``: each function's times in queue; ``never``: the first calls never started,
+    in the order their submissions were read; ``loops``: the driver's lines that are
+    ray.get loops (:func:`loops_of`); ``actors``: each actor's calls' count and longest
+    time in queue.
+    """
+    queued: list[dict[str, Any]] = []
+    for function, values in waits.items():
+        ordered = sorted(values)
+        queued.append({
+            "function": function, "count": len(ordered),
+            "p50_s": statistics.median(ordered),
+            "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+            "max_s": ordered[-1],
+        })  # fmt: skip
+    queued.sort(key=lambda row: -row["p50_s"])
+    never.sort(key=lambda row: row["submitted"])
+    rows = [_stuck_row(event, ended(event.call_id)) for event in stuck]
+    rows.sort(key=lambda row: row["timestamp"])
+    longest = {actor: most for actor, (count, most) in actors.items() if count >= LOOP_MIN}
+    return {"queued": queued, "never_started": never, "never_started_count": never_count,
+            "stuck": rows, "loops": loops, "actor_queues": longest}  # fmt: skip
+
+
+def loops_of(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[str, Any]]:
     """Lines of the driver whose calls were each submitted after the one before ended.
 
     What ``for x in xs: ray.get(f.remote(x))`` leaves: its calls ran one at a time, each

@@ -13,14 +13,20 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raytrace_kit._reports import render, rules
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls
-from raytrace_kit._reports.deaths import death_finding, find_ray_logs, worker_deaths
-from raytrace_kit._reports.driver import read_driver
+from raytrace_kit._reports.deaths import (
+    WorkerDeath,
+    death_finding,
+    find_ray_logs,
+    worker_deaths,
+)
+from raytrace_kit._reports.driver import DriverRecord, read_driver
 from raytrace_kit._reports.finding import Finding
 from raytrace_kit._reports.lanes import lanes_data
 from raytrace_kit._reports.linking import still_running
@@ -39,7 +45,7 @@ from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 if TYPE_CHECKING:
     from datetime import datetime
 
-__all__ = ["Finding", "Report", "report"]
+__all__ = ["Finding", "RayLogs", "Report", "finish", "report"]
 
 SPREADS = 12  # functions whose durations are pictured: the slowest ones, stragglers' too
 
@@ -143,7 +149,7 @@ def _memory(tally: Tally) -> list[dict[str, Any]]:
     return rows[:10]
 
 
-def _deaths(session: Session, tally: Tally) -> list[Finding]:
+def _deaths(tally: Tally, ray_logs: RayLogs) -> list[Finding]:
     """Why the processes of calls without an end died, from Ray's records.
 
     Each row gets ``state`` (``died``, or ``running``: its process is alive) and
@@ -151,15 +157,15 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
     """
     if not tally.interrupted_count:
         return []
-    logs = find_ray_logs(session.root)
     rows = tally.interrupted
-    deaths = worker_deaths(logs, (row["worker_id"] for row in rows)) if logs else {}
+    logs = ray_logs.path
+    deaths = ray_logs.deaths(row["worker_id"] for row in rows)
     by_kind: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     for row in rows:
         death = deaths.get(row["worker_id"] or "")
         if death is not None:  # weighed against the memory its process held
             death = replace(death, held=row.get("rss_start_bytes"))
-        running = death is None and still_running(row["pid"], row["started"])
+        running = death is None and ray_logs.alive(row)
         row["state"] = "running" if running else "died"
         row["cause"] = death.cause if death else ("still running, no end yet" if running else None)
         row["exit_type"] = death.exit_type if death else None
@@ -173,6 +179,28 @@ def _deaths(session: Session, tally: Tally) -> list[Finding]:
         title, evidence, fix = death_finding(kind, len(group), functions, group[0], logs)
         found.append(Finding(title, evidence, fix, f"death_{kind}", functions))
     return found
+
+
+@dataclass
+class RayLogs:
+    """Ray's records of worker deaths, and whether a call's process still lives.
+
+    Read here for files on this machine (:meth:`here`); a cluster's report asks its nodes.
+    """
+
+    path: Path | None
+    deaths: Callable[[Iterable[str]], dict[str, WorkerDeath]]
+    alive: Callable[[dict[str, Any]], bool]
+
+    @classmethod
+    def here(cls, root: Path) -> RayLogs:
+        """The Ray logs in or above ``root``, and this machine's processes."""
+        logs = find_ray_logs(root)
+        return cls(
+            logs,
+            (lambda ids: worker_deaths(logs, ids)) if logs else (lambda ids: {}),
+            lambda row: still_running(row["pid"], row["started"]),
+        )
 
 
 def report(
@@ -210,12 +238,33 @@ def report(
     line = StartLine()
     for files in distinct_processes(session.files):
         tally.process(iter_calls(files, line, queues.line), line)
+    flights = queues.results(tally.stuck_status.get)
+    return finish(
+        tally, driver, queues, flights, RayLogs.here(session.root),
+        source=str(session.root), files=len(session.files),
+    )  # fmt: skip
+
+
+def finish(
+    tally: Tally,
+    driver: DriverRecord,
+    queues: Queues,
+    flights: dict[str, Any],
+    ray_logs: RayLogs,
+    *,
+    source: str,
+    files: int,
+) -> Report:
+    """The report of a tally that took in every call: its sections and findings.
+
+    ``flights`` is what ``queues.results()`` made of the in-flight records; a cluster's
+    report (``_driver/cluster_report.py``) merges its nodes' tallies and finishes here too.
+    """
     span = seconds(tally.last) - seconds(tally.first) if tally.last else 0.0
     tally.interrupted.sort(key=lambda i: i["started"])
-    deaths = _deaths(session, tally)
+    deaths = _deaths(tally, ray_logs)
     running = sum(row.get("state") == "running" for row in tally.interrupted)
     slowest, spreads = _slowest(tally, span)
-    flights = queues.results(tally.stuck_status.get)
     overview = {
         "calls": tally.calls,
         "failed": tally.failed,
@@ -227,8 +276,8 @@ def report(
         "processes": tally.processes,
         "span_s": span,
         "functions": len(tally.functions),
-        "source": str(session.root),
-        "files": len(session.files),
+        "source": source,
+        "files": files,
     }
     of_driver = driver.findings(tally.waited)
     said = {finding.subject for finding in of_driver}

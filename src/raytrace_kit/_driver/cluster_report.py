@@ -1,0 +1,95 @@
+"""``report()``: the report of a run's files, or of a running cluster's, computed on its nodes.
+
+Without ``address`` this is :func:`raytrace_kit._reports.report.report` (no Ray needed).
+With it, each node's reader (``readers.py``) tallies that node's files where they are
+and only what merges travels (``_reports/partial.py``, ``_reports/merge.py``): the same
+report as ``collect()`` then ``report()``, without copying the event files.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from raytrace_kit._reports import report as _local
+from raytrace_kit._reports.session import Session, flush_own, instant
+from raytrace_kit.exceptions import InvalidValueError, UsageError
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from raytrace_kit._reports.report import Report
+
+__all__ = ["report"]
+
+
+def report(
+    source: str | os.PathLike[str] | Session | None = None,
+    *,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+    address: str | None = None,
+    timeout: float = 600.0,
+) -> Report:
+    """The report of a run's files, or (``address``) of a running cluster's, on its nodes.
+
+    Overview, failures, interrupted calls, time, memory, findings: one pass over the
+    events, keeping aggregates (a million events in well under 256 MB). With ``address`` each node's
+    reader makes that pass over its own files and only the aggregates travel.
+
+    Args:
+        source: What :func:`raytrace_kit.open_session` takes, or a session.
+        since: Only calls that started at or after this time (ISO 8601 text, ``Z`` or an
+            offset, or a ``datetime``; naive ones are UTC): one run of a long session.
+        until: Only calls that started before this time (as ``since``).
+        address: Report on a running cluster's files where they are: ``"auto"`` or
+            ``HOST:PORT`` (the connected cluster, if Ray is initialized). Each node's
+            files are tallied on that node and only the tallies travel; the report is
+            the one :func:`raytrace_kit.collect` then ``report()`` gives.
+        timeout: Seconds to wait for a node's answer (with ``address``).
+
+    Raises:
+        EventsNotFoundError: ``source`` holds no event files.
+        InvalidValueError: ``since`` is not before ``until``.
+        UsageError: Both ``source`` and ``address`` are given.
+    """
+    if address is None:
+        return _local.report(source, since=since, until=until)
+    if source is not None:
+        msg = (
+            "report(source, address=...): give one. A source is a run's files on this "
+            "machine; an address reads a running cluster's files on its nodes."
+        )
+        raise UsageError(msg)
+    start, end = instant(since), instant(until)
+    if start is not None and end is not None and start >= end:
+        msg = f"since={since!r} is not before until={until!r}: the window is empty"
+        raise InvalidValueError(msg)
+    import ray  # noqa: PLC0415 -- only a cluster's report needs Ray
+
+    from raytrace_kit._driver import readers  # noqa: PLC0415
+    from raytrace_kit._driver.collect import attach  # noqa: PLC0415
+    from raytrace_kit._output import writer  # noqa: PLC0415
+    from raytrace_kit._reports.merge import cluster_report  # noqa: PLC0415
+
+    flush_own()  # this driver's submission records: in its file before its node reads it
+    attached = not ray.is_initialized()
+    if attached:
+        attach(address)
+    try:
+        reading = readers.Readers(timeout=timeout)
+        if reading.problems:  # a report of the nodes that answered, the others named
+            writer.warn(
+                f"report(address=...): could not read {len(reading.problems)} node(s): "
+                + "; ".join(reading.problems),
+                stacklevel=2,
+            )
+        try:
+            return cluster_report(
+                reading.ask, len(reading), since=start, until=end, source=readers.cluster_name()
+            )
+        finally:
+            reading.close()
+    finally:
+        if attached:
+            ray.shutdown()

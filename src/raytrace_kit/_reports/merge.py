@@ -1,0 +1,386 @@
+"""A cluster's report from its nodes' shares: the questions asked in turn, the answers merged.
+
+Each node answers with what merges (``partial.py``); merged here in the order a report
+of the collected files reads them (by node, then by file), the tally is the one that
+report would have filled: the same counts, the same durations bit for bit, the same
+first and largest, the same ties broken the same way. It is then finished by the very
+code that finishes a report of files (``report.finish``). Only sums of floats may differ
+in their last bit where one actor's or one driver line's records are on two nodes.
+
+The questions go through ``ask(method, arguments per node)``, which returns each node's
+answer in order: Ray actors on a cluster (``_driver/cluster_report.py``), or
+:class:`~raytrace_kit._reports.partial.NodeReport` objects in this process (the tests).
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from raytrace_kit._output.schema import Call, Stuck
+from raytrace_kit._reports.deaths import WorkerDeath
+from raytrace_kit._reports.driver import LONG_WAITS, DriverRecord, Site, Waited
+from raytrace_kit._reports.joins import KEEP_TASK_IDS, unpack_lines
+from raytrace_kit._reports.lanes import LANES_DRAWN, Lane
+from raytrace_kit._reports.names import CallNames
+from raytrace_kit._reports.packing import unpack_floats, unpack_ints, unpack_keys
+from raytrace_kit._reports.partial import LANE_AS_IS
+from raytrace_kit._reports.queues import MAX_LISTED, Queues, flights, loops_of
+from raytrace_kit._reports.report import RayLogs, Report, finish
+from raytrace_kit._reports.rules import SERIAL_MIN_CHILDREN
+from raytrace_kit._reports.tally import MAX_LISTED as LISTED
+from raytrace_kit._reports.tally import ActorRun, Function, Tally
+
+__all__ = ["Ask", "cluster_report"]
+
+# ask(method, [arguments of node 0, of node 1, ...]) -> [answer of node 0, ...]
+Ask = Callable[[str, list[tuple[Any, ...]]], list[Any]]
+
+
+def cluster_report(
+    ask: Ask, nodes: int, *, since: str | None, until: str | None, source: str
+) -> Report:
+    """The report of ``nodes`` nodes' files, computed by them and merged here (see module)."""
+    everyone: list[tuple[Any, ...]] = [()] * nodes
+    prepared = ask("prepare", everyone)
+    driver = _drivers([answer["driver"] for answer in prepared])
+    joined = any(answer["submissions"] for answer in prepared)
+    waits = [list(wait.task_ids) for _, _, wait in driver.long_waits]
+    partials = ask("tally", [(since, until, joined, waits)] * nodes)
+    queued = [part["queues"] for part in partials]
+    offsets = [sum(q["count"] for q in queued[:rank]) for rank in range(nodes)]
+    pieces = ask("split", [(offsets[rank], nodes) for rank in range(nodes)])
+    joins = ask("join", [([pieces[i][j] for i in range(nodes)],) for j in range(nodes)])
+    first, shared = _sites(queued, offsets)
+    lined = ask(
+        "ends", [([joins[j]["back"][i] for j in range(nodes)], shared) for i in range(nodes)]
+    )
+    loops = _loops(lined, first, shared)
+    tally = _tally(partials, since, until)
+    tally.waited = _waited(waits, partials) if waits else None
+    candidates = list(tally.children)
+    chosen = _chosen_lanes(partials)
+    workers = [row["worker_id"] for row in tally.interrupted if row["worker_id"]]
+    found, kept = _flights(queued, joins)
+    details = ask(
+        "details",
+        [(candidates, chosen.get(rank, []), workers, kept.get(rank, [])) for rank in range(nodes)],
+    )
+    tally.names = _Known({k: v for answer in details for k, v in answer["names"].items()})
+    tally.lanes = _lanes(partials, details)
+    alive = {row["call_id"]: row.pop("alive") for row in tally.interrupted}
+    deaths: dict[str, WorkerDeath] = {}
+    for answer in details:
+        deaths.update(answer["deaths"])
+    logs = next((answer["logs"] for answer in details if answer["logs"]), None)
+    ray_logs = RayLogs(
+        Path(logs) if logs else None,
+        lambda ids: {w: deaths[w] for w in ids if w in deaths},
+        lambda row: alive.get(row["call_id"], False),
+    )
+    for row in found["never"]:
+        row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
+    flown = flights(
+        found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get,
+        loops, found["actors"],
+    )  # fmt: skip
+    files = sum(answer["files"] for answer in prepared)
+    return finish(tally, driver, Queues(joined=joined), flown, ray_logs, source=source, files=files)
+
+
+def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, int], list[str]]:
+    """Each line of the driver's code: its first submission (in order); lines of two nodes."""
+    first: dict[str, int] = {}
+    nodes: Counter[str] = Counter()
+    for offset, part in zip(offsets, queued, strict=True):
+        for site, earliest in part["sites"].items():
+            first[site] = min(first.get(site, offset + earliest), offset + earliest)
+            nodes[site] += 1
+    return first, sorted(site for site, count in nodes.items() if count > 1)
+
+
+def _loops(
+    lined: list[dict[str, Any]], first: dict[str, int], shared: list[str]
+) -> list[dict[str, Any]]:
+    """The driver's ray.get loops by line, as ``queues.loops_of`` finds them in one place.
+
+    Each node judged the lines submitted from it alone; a line submitted from several
+    nodes is judged here, from all its calls.
+    """
+    found = [loop for answer in lined for loop in answer["loops"]]
+    if shared:
+        calls = {
+            site: [call for answer in lined if site in answer["shared"]
+                   for call in unpack_lines(answer["shared"][site])]
+            for site in shared
+        }  # fmt: skip
+        found.extend(loops_of(calls))
+    found.sort(key=lambda loop: first[loop["site"]])  # as a report meets them...
+    found.sort(key=lambda loop: -loop["serial"])  # ...then by steps, as loops_of sorts
+    return found
+
+
+class _Known(CallNames):
+    """The functions of the calls a merged report names, as the nodes answered."""
+
+    def __init__(self, found: dict[str, str]) -> None:
+        super().__init__()
+        self.found = found
+
+    def names_of(self, call_ids: Iterable[str]) -> dict[str, str]:
+        return {c: self.found[c] for c in call_ids if c in self.found}
+
+
+def _drivers(records: list[DriverRecord]) -> DriverRecord:
+    """The drivers' records of every node as one, read in the same order."""
+    merged = DriverRecord()
+    for record in records:
+        offset = merged.waits  # a wait's order among all: the tie-break of the longest
+        merged.runs.extend(record.runs)
+        for key, site in record.sites.items():
+            known = merged.sites.get(key)
+            if known is None:
+                known = merged.sites[key] = Site(site.file, site.line, site.function, site.verb)
+            known.count += site.count
+            known.blocked_s += site.blocked_s
+            known.longest_s = max(known.longest_s, site.longest_s)
+            known.serial += site.serial
+            known.serial_s += site.serial_s
+        for blocked, order, wait in record.long_waits:
+            entry = (blocked, order + offset, wait)
+            if len(merged.long_waits) < LONG_WAITS:
+                heapq.heappush(merged.long_waits, entry)
+            else:
+                heapq.heappushpop(merged.long_waits, entry)
+        merged.blocked_s += record.blocked_s
+        merged.waits += record.waits
+    return merged
+
+
+def _tally(partials: list[dict[str, Any]], since: str | None, until: str | None) -> Tally:
+    """The nodes' tallies as one, each node's taken whole, in order."""
+    tally = Tally(since, until)
+    for part in partials:
+        calls, failed, interrupted, retried, processes, busy = part["counts"]
+        tally.calls += calls
+        tally.failed += failed
+        tally.interrupted_count += interrupted
+        tally.retried += retried
+        tally.processes += processes
+        tally.busy += busy
+        tally.nodes.update(part["nodes"])
+        tally.first, tally.last = min(tally.first, part["first"]), max(tally.last, part["last"])
+        tally.busiest = max(tally.busiest, tuple(part["busiest"]))
+        _failures(tally, part["failures"])
+        tally.failed_tasks.update(f"{key:016x}" for key in unpack_keys(part["failed_tasks"]))
+        tally.recovered.update(f"{key:016x}" for key in unpack_keys(part["recovered"]))
+        room = LISTED - len(tally.interrupted)
+        tally.interrupted.extend(part["interrupted"][: max(room, 0)])
+        _functions(tally, part["functions"])
+        _actors(tally, part["actors"])
+        tally.leaks.extend(part["leaks"])
+        tally.stuck_status.update(part["stuck_status"])
+    tally.children = _children(partials)
+    return tally
+
+
+def _failures(tally: Tally, groups: list[dict[str, Any]]) -> None:
+    for group in groups:
+        key = (group["function"], group["error_type"])
+        known = tally.failures.get(key)
+        if known is None:
+            tally.failures[key] = {**group, "task_ids": list(group["task_ids"])}
+            continue
+        known["count"] += group["count"]
+        known["first"] = min(known["first"], group["first"])
+        if group["last"] >= known["last"]:  # ties: the later read wins, as in one pass
+            known["last"], known["traceback"] = group["last"], group["traceback"]
+        known["task_ids"].extend(group["task_ids"][: max(LISTED - len(known["task_ids"]), 0)])
+        known["nodes"] |= group["nodes"]
+
+
+def _functions(tally: Tally, functions: dict[str, tuple[Any, ...]]) -> None:
+    for name, (durations, slowest, start, growth, private, retries, task) in functions.items():
+        aggregate = tally.functions.get(name)
+        if aggregate is None:
+            aggregate = tally.functions[name] = Function()
+        aggregate.durations.extend(unpack_floats(durations))
+        known: Call | None = aggregate.slowest
+        if slowest is not None and (
+            known is None or (slowest.duration_s or 0.0) > (known.duration_s or 0.0)
+        ):
+            aggregate.slowest, aggregate.slowest_start = slowest, start
+        if growth is not None and (aggregate.growth is None or growth > aggregate.growth):
+            aggregate.growth = growth
+        if private is not None and (aggregate.private is None or private > aggregate.private):
+            aggregate.private = private
+        aggregate.retries += retries
+        aggregate.task = aggregate.task or task
+
+
+def _actors(tally: Tally, actors: dict[str, tuple[Any, ...]]) -> None:
+    """Each actor's run, continued where another node's left off (a restarted actor)."""
+    for actor, (function, calls, busy, gaps, first, last, overlapped) in actors.items():
+        run = tally.actors.get(actor)
+        if run is None:
+            run = tally.actors[actor] = ActorRun(function)
+            run.first, run.gaps = first, gaps
+        else:
+            gap = first - run.last
+            run.overlapped = run.overlapped or gap < -1e-3
+            run.gaps += max(gap, 0.0) + gaps
+        run.calls += calls
+        run.busy += busy
+        run.last = max(run.last, last)
+        run.overlapped = run.overlapped or overlapped
+
+
+def _children(partials: list[dict[str, Any]]) -> dict[str, array[float]]:
+    """The parents that may have waited on their children one at a time, with all spans.
+
+    A parent whose children overlapped on some node did not; one with fewer children
+    than the rule asks is not named: both are left out, as the rule would leave them.
+    """
+    kids: Counter[str] = Counter()
+    overlapped: set[str] = set()
+    for part in partials:
+        for parent, (count, spans) in part["children"].items():
+            kids[parent] += count
+            if spans is None:
+                overlapped.add(parent)
+    wanted = {p for p, n in kids.items() if n >= SERIAL_MIN_CHILDREN and p not in overlapped}
+    merged: dict[str, array[float]] = {}
+    for part in partials:
+        for parent, (_, spans) in part["children"].items():
+            if parent in wanted:
+                merged.setdefault(parent, array("d")).extend(unpack_floats(spans))
+    return merged
+
+
+def _waited(waits: list[list[str]], partials: list[dict[str, Any]]) -> dict[str, Waited | None]:
+    """What the driver's straggler rule reads of each long wait's calls, merged.
+
+    Per wait, a node sent how many of its calls ended there and the two that ended last;
+    the rule reads the count and those two. The others are stood in for by entries that
+    sort first (they end at ""), so the rule counts them and passes over them.
+    """
+    waited: dict[str, Waited | None] = {}
+    stand_ins: list[tuple[list[str], int]] = []
+    for index, wait in enumerate(waits):
+        keys = list(dict.fromkeys(wait))
+        position = {key: i for i, key in enumerate(keys)}
+        best: dict[str, Waited] = {}
+        seen: Counter[str] = Counter()
+        count = 0
+        for part in partials:
+            summary = part["waits"][index]
+            count += summary["count"]
+            seen.update(summary["retried"])
+            for key, known in summary["last"]:
+                if key not in best or known.ended > best[key].ended:
+                    best[key] = known
+        count -= sum(n - 1 for n in seen.values() if n > 1)  # a task found on two nodes
+        last = sorted(best.items(), key=lambda item: (item[1].ended, position[item[0]]))[-2:]
+        for key, known in last:
+            waited[key] = known
+        stand_ins.append((keys, count - len(last)))
+    for keys, missing in stand_ins:
+        left = missing
+        for key in keys:
+            if left <= 0:
+                break
+            if waited.get(key) is None:
+                waited[key] = Waited("", Call())
+                left -= 1
+    return waited
+
+
+def _chosen_lanes(partials: list[dict[str, Any]]) -> dict[int, list[int]]:
+    """The lanes the pictures draw (``lanes.lanes_data``'s choice), by node: their indexes."""
+    everyone = [
+        (not marked, -total, rank, index)
+        for rank, part in enumerate(partials)
+        for index, (marked, total) in enumerate(part["lanes"])
+    ]
+    chosen: dict[int, list[int]] = {}
+    for _, _, rank, index in sorted(everyone)[:LANES_DRAWN]:
+        chosen.setdefault(rank, []).append(index)
+    return chosen
+
+
+def _lanes(partials: list[dict[str, Any]], details: list[dict[str, Any]]) -> list[Lane]:
+    """Every lane in its place: the drawn ones as the nodes sent them, the rest stand-ins."""
+    lanes: list[Lane] = []
+    for rank, part in enumerate(partials):
+        sent = details[rank]["lanes"]
+        for index, (_, total) in enumerate(part["lanes"]):
+            if index in sent:
+                lanes.append(_unpack_lane(sent[index]))
+            else:  # not drawn: only its place in the order, and its count, matter
+                stand_in = Lane()
+                stand_in.total = total
+                lanes.append(stand_in)
+    return lanes
+
+
+def _unpack_lane(packed: dict[str, Any]) -> Lane:
+    lane = Lane()
+    lane.ends = unpack_floats(packed["ends"])
+    lane.calls = array("q", unpack_ints(packed["calls"]))
+    lane.busy = unpack_floats(packed["busy"])
+    lane.failed = array("q", unpack_ints(packed["failed"]))
+    lane.peaks = array("q", unpack_ints(packed["peaks"]))
+    for name in LANE_AS_IS:
+        setattr(lane, name, packed["rest"][name])
+    return lane
+
+
+def _flights(
+    parts: list[dict[str, Any]], joins: list[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[int, list[int]]]:
+    """Time in queue, calls never started, stuck calls: joined on the nodes, merged here.
+
+    And the submissions whose task ids a report lists (by node, their index there).
+    """
+    waits: dict[str, array[float]] = {}
+    first: dict[str, int] = {}
+    actors: dict[str, tuple[int, float]] = {}
+    stuck: dict[str, Stuck] = {}
+    never: list[dict[str, Any]] = []
+
+    def take(answer: dict[str, Any], offset: int) -> None:
+        for function, packed in answer["waits"].items():
+            waits.setdefault(function, array("d")).extend(unpack_floats(packed))
+            at = offset + answer["first"][function]
+            first[function] = min(first.get(function, at), at)
+        for actor, (count, longest) in answer["actors"].items():
+            known = actors.get(actor, (0, 0.0))
+            actors[actor] = (known[0] + count, max(known[1], longest))
+
+    offset = 0
+    for part in parts:  # what each node joined itself
+        take(part, offset)
+        for event in part["stuck"]:
+            if event.call_id in stuck or len(stuck) < MAX_LISTED:
+                stuck[event.call_id] = event
+        offset += part["count"]
+    for answer in joins:  # what the nodes joined of each other's halves (orders are global)
+        take(answer, 0)
+        never.extend(answer["never"])
+    never.sort(key=lambda row: row["order"])  # the first in the order a report reads them
+    never = never[:MAX_LISTED]
+    kept: dict[int, list[int]] = {}
+    for row in never:
+        if row.pop("order") < KEEP_TASK_IDS:
+            kept.setdefault(row["rank"], []).append(row["index"])
+    return {
+        "waits": {name: waits[name] for name in sorted(waits, key=lambda n: first[n])},
+        "never": never,
+        "count": sum(answer["never_count"] for answer in joins),
+        "stuck": stuck.values(),
+        "actors": actors,
+    }, kept
