@@ -1,9 +1,11 @@
-"""Development sessions: tests, lint, typecheck, docs, examples, browser, terminal (``nox -l``)."""
+"""Development sessions: tests, compat, lint, typecheck, docs, examples, browser, terminal."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import nox
@@ -14,6 +16,47 @@ nox.options.error_on_missing_interpreters = False
 
 HERE = Path(__file__).parent
 PYTHON = os.environ.get("NOX_PYTHON")  # None: the interpreter that runs nox
+PYPROJECT = nox.project.load_toml(HERE / "pyproject.toml")
+
+# The compatibility session: the oldest supported Ray on one Python, the newest Ray on the
+# other supported Pythons (the `tests` session covers the newest Ray on the rest).
+COMPAT = [("2.40.0", "3.11"), ("2.60.0", "3.10"), ("2.60.0", "3.12"), ("2.60.0", "3.13")]
+# Its subset, the tests marked `compat` in these files: decoration, events, profiling, the
+# report, the CLI, tracebacks (the workers' and the driver's hook), Ray's own local mode and
+# the kit's. In this order, Ray starts twice: whole_program's instrument() and the last
+# file shut it down.
+COMPAT_TESTS = [
+    "tests/integration/test_decorate.py",
+    "tests/integration/test_events.py",
+    "tests/integration/test_profiling.py",
+    "tests/integration/test_report.py",
+    "tests/integration/test_cli.py",
+    "tests/integration/test_traceback_fidelity.py",
+    "tests/integration/test_whole_program.py",
+    "tests/integration/test_ray_local_mode.py",
+    "tests/integration/local/test_actors_as_in_ray.py",
+    "tests/integration/local/test_calls_as_in_ray.py",
+]
+
+
+def _interpreter(version: str) -> str | None:
+    """Python ``version`` ("3.12"): pyenv's newest install of it, else ``pythonX.Y`` on PATH.
+
+    pyenv's shims for versions that are not active are on PATH too, and fail: a candidate
+    counts only if it runs.
+    """
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv", "versions")
+    installs = sorted(
+        root.glob(f"{version}.*/bin/python{version}"),
+        key=lambda path: [int(n) for n in re.findall(r"\d+", path.parts[-3])],
+    )
+    for candidate in [*reversed(installs), shutil.which(f"python{version}")]:
+        if candidate is None:
+            continue
+        runs = subprocess.run([candidate, "-c", ""], capture_output=True, check=False)  # noqa: S603
+        if runs.returncode == 0:
+            return str(candidate)
+    return None
 
 
 @nox.session(python=PYTHON)
@@ -30,6 +73,21 @@ def tests(session: nox.Session) -> None:
     finally:
         session.run("coverage", "combine", "-q")
         session.run("coverage", "report")
+
+
+@nox.session
+@nox.parametrize(
+    ("python", "ray", "version"),
+    [nox.param(_interpreter(v), ray, v, id=f"ray{ray}-py{v}") for ray, v in COMPAT],
+)
+def compat(session: nox.Session, ray: str, version: str) -> None:
+    """Run the compatibility subset on the oldest supported Ray and on each supported Python."""
+    if session.python is None:  # not found: this check fails, it is never skipped
+        session.error(f"Python {version} not found (pyenv install {version}, or put it on PATH)")
+    # One resolve; no byte-compiling of Ray's thousands of modules (a third of the time).
+    test_needs = nox.project.dependency_groups(PYPROJECT, "compat")
+    session.install("--no-compile", "-e", ".", f"ray=={ray}", *test_needs)
+    session.run("pytest", "-m", "compat", *COMPAT_TESTS, *session.posargs)
 
 
 @nox.session(python=PYTHON)

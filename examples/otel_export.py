@@ -100,8 +100,7 @@ def main() -> None:
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         print("parsed", ray.get(handle_request.remote(["a.example", "broken.example", "c"])))
-        context = ray.get_runtime_context()
-        run = Path(context.get_temp_dir(), context.get_session_name())
+        run = raytrace_kit.log_dir().parents[1]  # the session: <temp dir>/<session>/logs/...
     finally:
         ray.shutdown()
 

@@ -54,7 +54,7 @@ def main() -> None:
         try:
             print(ray.get(pipeline.remote(["1", "2", "n/a", "4", "5", "6"])))
             dest = raytrace_kit.collect(Path(tmp, "collected"))
-            name = ray.get_runtime_context().get_session_name()
+            name = raytrace_kit.log_dir().parents[1].name  # <session>/logs/raytrace_kit
         finally:
             ray.shutdown()
             cluster.shutdown()

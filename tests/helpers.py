@@ -25,6 +25,10 @@ import ray
 import raytrace_kit
 from raytrace_kit import debuggable, local_mode
 
+# Whether Ray can say a task's name in the task (Ray 2.41 and later): the events' task_name
+# is null on Ray 2.40.
+TASK_NAMES = hasattr(ray.runtime_context.RuntimeContext, "get_task_name")
+
 
 def run_cli(*arguments: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     """``python -m raytrace_kit ARGUMENTS`` as a user runs it: a real subprocess."""
@@ -89,6 +93,21 @@ class _Window:
     """When the current test started: what was written before belongs to earlier tests."""
 
     started = ""
+
+
+def ray_session_dir() -> str:
+    """The running Ray session's directory, as Ray itself says (never through the kit).
+
+    The public getters from Ray 2.54; Ray 2.40-2.53 keep both on the node object only.
+    Self-contained, so that programs the tests run can take its source
+    (``inspect.getsource``).
+    """
+    import ray  # noqa: PLC0415 -- its source runs on its own in test programs
+
+    context = ray.get_runtime_context()
+    if hasattr(context, "get_session_name"):  # Ray 2.54 and later
+        return f"{context.get_temp_dir()}/{context.get_session_name()}"
+    return str(ray._private.worker._global_node.get_session_dir_path())
 
 
 def open_window() -> None:

@@ -1,7 +1,7 @@
 """Every use of Ray's private API, in one place: a Ray upgrade is this one file to check.
 
-Each function says which private member it reads and why no public one does the job.
-Everything else in the package uses Ray's public API only.
+Each function says what private member it reads, why no public one does, and where Ray
+2.40 to 2.60 differ (public API: ``_ray_versions.py``); the rest uses only public API.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
-import ray._private.object_ref_generator
 import ray._private.state
 import ray._private.utils
 import ray._private.worker
@@ -40,7 +39,6 @@ __all__ = [
     "TAKEN",
     "ActorClass",
     "CloudPickler",
-    "DynamicObjectRefGenerator",
     "RemoteFunction",
     "accepts_keyword",
     "actor_creation_task_id",
@@ -75,15 +73,12 @@ __all__ = [
     "ref_of_future",
     "remote_name",
     "replace_actor_executors",
+    "session_location",
     "token_auth_for_attach",
 ]
 
 # Ray's pickler, subclassed by local mode to keep in-process objects as themselves.
 CloudPickler: Any = ray.cloudpickle.CloudPickler
-
-
-# What ray.get of a num_returns="dynamic" call's ref gives: its refs, iterable, with len().
-DynamicObjectRefGenerator: Any = ray._private.object_ref_generator.DynamicObjectRefGenerator
 
 
 # Ray's own ray.remote, from the module that defines it: the public name may be replaced
@@ -129,15 +124,21 @@ def keyword_of(method: Any, name: str) -> Any:
     An ``ActorMethod`` keeps the method's signature (``_signature``, a list of parameters)
     to check calls against; it travels with every handle.
     """
-    for parameter in getattr(method, "_signature", None) or ():
+    signature = getattr(method, "_signature", None)
+    if signature is None:  # Ray 2.40 (2.41 added it): the handle keeps them, by method
+        kept = getattr(actor_of_method(method), "_ray_method_signatures", None) or {}
+        signature = kept.get(method._method_name)
+    for parameter in signature or ():
         if parameter.name == name:
             return parameter
     return None
 
 
 def actor_of_method(method: Any) -> Any:
-    """The ``ActorHandle`` an ``ActorMethod`` calls (``_actor``)."""
-    return method._actor
+    """The ``ActorHandle`` an ``ActorMethod`` calls (``_actor``), ``None`` if it is gone."""
+    if hasattr(method, "_actor_ref"):  # Ray 2.40 and 2.44 hold it weakly
+        return method._actor_hard_ref or method._actor_ref()
+    return getattr(method, "_actor", None)
 
 
 def _global_worker() -> Any:
@@ -183,29 +184,27 @@ def current_task() -> tuple[str | None, int, str | None]:
     Read straight from Ray's worker: ``ray.get_runtime_context()`` builds a context object
     each time, and has no getter for the attempt; this runs on every instrumented call.
     The task id is ``None`` outside tasks; the name is ``.options(name=...)``, else the
-    function's.
+    function's; ``None`` on Ray 2.40, which has no getter for it (2.41 added one).
     """
     worker = _global_worker()
     task = worker.current_task_id
     return (
         None if task.is_nil() else task.hex(),
         int(worker.core_worker.get_current_task_attempt_number()),
-        worker.current_task_name or None,
+        getattr(worker, "current_task_name", None) or None,
     )
+
+
+def session_location() -> tuple[str, str]:
+    """``(temp dir, session name)`` of Ray here: what Ray 2.54's public getters read."""
+    node = _global_worker().node
+    return str(node.get_temp_dir_path()), str(node.session_name)
 
 
 def current_actor_id() -> str | None:
     """The id of the actor this process hosts, in hex (``None`` if none), as above."""
     actor = _global_worker().actor_id
     return None if actor.is_nil() else actor.hex()
-
-
-def current_attempt() -> int:
-    """The attempt number of the running task (0 first, 1 for the first retry...).
-
-    No public getter exists.
-    """
-    return int(_global_worker().core_worker.get_current_task_attempt_number())
 
 
 def actor_id_of(handle: Any) -> str:
@@ -360,11 +359,12 @@ def machine_resources() -> dict[str, float]:
     Ray's own reckoning, as ``ray.init()`` makes it: CPUs, GPUs, memory, object store
     memory, and the node's ``node:<ip>`` and head resources.
     """
-    from ray._private.resource_and_label_spec import ResourceAndLabelSpec  # noqa: PLC0415
+    try:  # Ray 2.49 and later; 2.40 to 2.48 call it ResourceSpec (the same reckoning)
+        from ray._private.resource_and_label_spec import ResourceAndLabelSpec as Spec  # noqa: PLC0415
+    except ImportError:
+        from ray._private.resource_spec import ResourceSpec as Spec  # noqa: PLC0415
 
-    spec = ResourceAndLabelSpec().resolve(
-        is_head=True, node_ip_address=ray.util.get_node_ip_address()
-    )
+    spec = Spec().resolve(is_head=True, node_ip_address=ray.util.get_node_ip_address())
     return {name: float(amount) for name, amount in spec.to_resource_dict().items()}
 
 
@@ -384,7 +384,8 @@ def replace_actor_executors(make: Callable[..., Any]) -> types.CodeType | None:
     Replaces ``ray._private.function_manager.FunctionActorManager._make_actor_method_executor``
     (``bound``/``static``: that module's ``is_class_method``/``is_static_method``): the
     executor runs in the method's thread, a thread of Ray's C++ core for a threaded actor,
-    where no public hook runs code. Returns the code of Ray's own executor (None: not found).
+    where no public hook runs code; Ray 2.40 also passes ``actor_imported`` (unused by its
+    executor, gone by 2.44). Returns the code of Ray's own executor (None: not found).
     """
     import ray._private.function_manager as fm  # noqa: PLC0415 -- in a worker, on first use
 
@@ -392,7 +393,7 @@ def replace_actor_executors(make: Callable[..., Any]) -> types.CodeType | None:
     consts = owner._make_actor_method_executor.__code__.co_consts
     rays = [c for c in consts if getattr(c, "co_name", "") == "actor_method_executor"]
 
-    def make_executor(self: Any, name: str, method: Callable[..., Any]) -> Any:
+    def make_executor(self: Any, name: str, method: Callable[..., Any], **_: Any) -> Any:
         return make(name, method, fm.is_class_method, fm.is_static_method)
 
     patch("coverage.actor_methods", owner, "_make_actor_method_executor", make_executor)

@@ -323,11 +323,12 @@ def _attached(how: str) -> str:
     """The line naming the cluster Ray is connected to, as Ray reports it."""
     import ray  # noqa: PLC0415
 
+    from raytrace_kit._output import paths  # noqa: PLC0415
     from raytrace_kit._reports import header, running  # noqa: PLC0415
     from raytrace_kit._reports.sessions import summarize  # noqa: PLC0415
 
     context = ray.get_runtime_context()
-    session_dir = Path(context.get_temp_dir(), context.get_session_name())
+    session_dir = paths.session_dir()
     alive = sum(1 for node in ray.nodes() if node.get("Alive"))
     summary = None
     if session_dir.is_dir():  # on this machine: its drivers and their scripts

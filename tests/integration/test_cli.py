@@ -32,6 +32,7 @@ def _session(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.compat
 def test_events_readable_and_json(tmp_path: Path) -> None:
     """One readable line per event; --status filters; --json gives lines jq can read."""
     source = _session(tmp_path)
@@ -56,6 +57,7 @@ def test_timeline_writes_the_file(tmp_path: Path) -> None:
     assert {s["args"]["status"] for s in slices} == {"error", "interrupted"}
 
 
+@pytest.mark.compat
 def test_exit_codes_and_messages(tmp_path: Path) -> None:
     """Missing or empty source: 3, saying which; bad usage: 2; --help: 0."""
     missing = helpers.run_cli("events", str(tmp_path / "nowhere"))

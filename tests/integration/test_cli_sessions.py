@@ -10,6 +10,7 @@ machine meanwhile (a colleague's test suite): the assertions hold whatever they 
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import select
@@ -28,10 +29,13 @@ import pytest
 import ray
 
 from raytrace_kit import open_session
-from tests.helpers import EventFile
+from tests.helpers import EventFile, ray_session_dir
 
 OTHER_UID = 12345
 DEADLINE_S = 180  # Ray's start on a busy 2-core machine: generous, never a sleep
+
+# What the programs below print as their session's directory, as Ray itself says.
+SESSION_DIR = inspect.getsource(ray_session_dir) + "\n\n"
 
 PIPELINE = """
 import json, sys
@@ -52,7 +56,7 @@ for x in range(5):
     except ValueError:
         pass
 context = ray.get_runtime_context()
-print(json.dumps({"session_dir": f"{context.get_temp_dir()}/{context.get_session_name()}",
+print(json.dumps({"session_dir": ray_session_dir(),
                   "address": context.gcs_address}), flush=True)
 sys.stdin.readline()  # the test's barrier: it closes stdin when it is done with this run
 ray.shutdown()
@@ -110,7 +114,7 @@ def live() -> Iterator[Live]:
     """``pipeline.py`` running: 5 calls of stage (1 failed), Ray up until the module ends."""
     root = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))  # short: Ray's socket paths
     script = root / "pipeline.py"
-    script.write_text(textwrap.dedent(PIPELINE))
+    script.write_text(SESSION_DIR + textwrap.dedent(PIPELINE))
     process = subprocess.Popen(
         [sys.executable, str(script)],
         stdin=subprocess.PIPE,
@@ -295,7 +299,7 @@ class TestCollect:
     ) -> None:
         """Two clusters (the live one, this test's own): exit 2, both listed with addresses."""
         context = ray.get_runtime_context()
-        mine = (context.gcs_address, Path(context.get_temp_dir(), context.get_session_name()))
+        mine = (context.gcs_address, Path(ray_session_dir()))
         dest = tmp_path / "dest"
         done = _run(live.root, "collect", "-o", str(dest))
         assert done.returncode == 2, done.stderr
@@ -352,7 +356,7 @@ ray.get([stage.remote(x) for x in range(2)])
 context = ray.get_runtime_context()
 done = subprocess.run([sys.executable, "-m", "raytrace_kit", "collect", "-o", sys.argv[1]],
                       capture_output=True, text=True, timeout=300)
-print(json.dumps({"session_dir": f"{context.get_temp_dir()}/{context.get_session_name()}",
+print(json.dumps({"session_dir": ray_session_dir(),
                   "address": context.gcs_address, "rc": done.returncode,
                   "stdout": done.stdout, "stderr": done.stderr}))
 ray.shutdown()
@@ -377,7 +381,7 @@ def test_auto_with_one_cluster_attaches_to_it_and_names_it(tmp_path: Path) -> No
     root = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))
     try:
         script, dest = root / "alone.py", tmp_path / "dest"
-        script.write_text(textwrap.dedent(ALONE))
+        script.write_text(SESSION_DIR + textwrap.dedent(ALONE))
         began = time.monotonic()
         ran = subprocess.run(
             [unshare, "--pid", "--fork", "--mount-proc", sys.executable, str(script), str(dest)],

@@ -23,6 +23,7 @@ def double(x: int, factor: int = 2) -> int:
     return x * factor
 
 
+@pytest.mark.compat
 class TestForms:
     """Every way of decorating gives a working, instrumented object."""
 

@@ -247,7 +247,10 @@ def test_node_pinning(three_nodes: Cluster) -> None:
     assert both.pinned_worker().node_id == nodes[1]
     both.unpin()
 
-    doomed = three_nodes.list_all_nodes()[-1]
+    # A worker node, not the one the driver is connected to (Ray 2.40 connects the driver
+    # to a raylet of this machine's, not always the head's; removing it breaks the driver).
+    driver_node = ray.get_runtime_context().get_node_id()
+    doomed = [n for n in three_nodes.worker_nodes if n.node_id != driver_node][-1]
     doomed_id = doomed.node_id
     three_nodes.remove_node(doomed)
     deadline = time.monotonic() + 60

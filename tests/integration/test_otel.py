@@ -251,8 +251,7 @@ def test_follow_sends_spans_as_calls_end(
     cluster: Cluster, collector: Receiver, tmp_path: Path
 ) -> None:
     """While a call runs, the calls it submitted that ended are already in its trace."""
-    context = ray.get_runtime_context()
-    session_dir = Path(context.get_temp_dir(), context.get_session_name())
+    session_dir = Path(helpers.ray_session_dir())
     follower = subprocess.Popen(
         [sys.executable, "-m", "raytrace_kit", "export", "otlp", str(session_dir),
          "--follow", "--endpoint", collector.url],
@@ -305,8 +304,7 @@ def survives() -> str:
 def test_a_call_whose_worker_died_is_an_error_span_saying_why(cluster: Cluster) -> None:
     """It ends when its process was last heard of, in its parent's trace, with Ray's cause."""
     assert ray.get(survives.remote()) == "crashed"
-    context = ray.get_runtime_context()
-    session = raytrace_kit.open_session(Path(context.get_temp_dir(), context.get_session_name()))
+    session = raytrace_kit.open_session(Path(helpers.ray_session_dir()))
     deadline = time.monotonic() + 60
     while True:  # Ray's record of the worker's exit is written as the raylet notices
         exporter = InMemorySpanExporter()

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 from raytrace_kit import log_dir
 from raytrace_kit._output.paths import event_file_name
+from tests.helpers import ray_session_dir
 
 
 @pytest.mark.usefixtures("ray_session")
 def test_log_dir_is_in_the_session_logs_of_this_node() -> None:
     """log_dir() is <temp dir>/<session>/logs/raytrace_kit, found through the context."""
-    ctx = ray.get_runtime_context()
-    expected = Path(ctx.get_temp_dir(), ctx.get_session_name(), "logs", "raytrace_kit")
+    expected = Path(ray_session_dir(), "logs", "raytrace_kit")
     assert log_dir() == expected
     assert expected.is_dir()
 

@@ -363,6 +363,12 @@ class TestStacksWithoutTouchingTheActor:
         @debuggable
         @ray.remote
         class Sleeper:
+            def __init__(self) -> None:
+                # A thread of Python's own frames only, as Ray's own threads are: Ray 2.60
+                # runs a GC thread in every worker, Ray 2.40 none.
+                self.idle = threading.Event()
+                threading.Thread(target=self.idle.wait, daemon=True).start()
+
             def nap(self) -> None:
                 time.sleep(3)
 

@@ -55,6 +55,7 @@ def sidecar(path: str) -> dict[str, object]:
 class TestPerCall:
     """Each profiled execution writes one file, a sidecar, and names it in call.end."""
 
+    @pytest.mark.compat
     def test_memray_task_files_sidecars_and_peak(self) -> None:
         """A task allocating 100 MiB: one capture per call, peak within 10%."""
         assert ray.get(allocate.remote(100)) == 100 * MIB
@@ -114,6 +115,7 @@ class TestPerCall:
         assert sidecar(str(first))["status"] == "error"
         assert sidecar(str(second))["status"] == "ok"
 
+    @pytest.mark.compat
     def test_actor_init_and_methods(self) -> None:
         """__init__ and each method call of a profiled actor get their own capture."""
 
@@ -244,6 +246,7 @@ class TestBlocks:
         assert summary.top[0]["function"] == "test_profile_memory_on_the_driver"
         assert "peak memory" in str(summary)
 
+    @pytest.mark.compat
     def test_profile_cpu_on_the_driver(self, tmp_path: Path) -> None:
         """A cProfile block writes the named file; the summary ranks by cumulative time."""
 
@@ -384,6 +387,7 @@ def builds_in_a_generator(mib: int):  # type: ignore[no-untyped-def]  # a genera
 class TestMemrayStacks:
     """memray captures name the user's allocating function and line, wherever it ran."""
 
+    @pytest.mark.compat
     def test_task(self) -> None:
         """A task's capture: build_buffer, called from the task function."""
         assert ray.get(builds_in_a_task.remote(20)) == 20 * MIB
@@ -402,6 +406,7 @@ class TestMemrayStacks:
         (end,) = events_of(builds_in_a_generator, "call.end")
         assert_names_the_allocator(end["profile_path"], "builds_in_a_generator")
 
+    @pytest.mark.compat
     def test_sync_and_async_actor_methods(self) -> None:
         """Sync and async methods of one actor, each its own capture with its frames."""
 

@@ -119,6 +119,7 @@ def test_leak_signature_and_merged_timeline(tmp_path: Path) -> None:
     assert any(str(e.get("name")).startswith("task:") for e in rays)
 
 
+@pytest.mark.compat
 @pytest.mark.usefixtures("ray_session")
 def test_report_names_failures_deaths_and_findings(tmp_path: Path) -> None:
     ray.get([tiny.remote(i) for i in range(30)])

@@ -58,7 +58,7 @@ class TestSessions:
         assert call.ended is None
         assert call.rss_start_bytes is not None
         assert call.rss_start_bytes > 0
-        assert call.task_name == "grow_then_die"
+        assert call.task_name == ("grow_then_die" if helpers.TASK_NAMES else None)
 
     def test_a_calls_own_memory_growth(self) -> None:
         """rss_growth_bytes is what the process grew by during the call."""
@@ -72,7 +72,7 @@ class TestSessions:
         """'latest' finds this machine's newest Ray session, as Ray resolves it."""
         ray.get(grow.remote(1))
         latest = open_session("latest")
-        assert Path(ray.get_runtime_context().get_temp_dir()) in latest.root.parents
+        assert Path(helpers.ray_session_dir()).parent in latest.root.parents
         assert _mine(latest.calls(function="grow"))
 
     def test_profiles_are_listed_with_their_sidecars(self) -> None:

@@ -92,6 +92,24 @@ def _without_ids(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not re.match(r"^\d{4}-\d\d-\d\d ", line))
 
 
+# Python 3.10 re-raises the traceback a wrapper caught, the wrapper's frame in it: the kit's
+# frames show there (docs/reliability.md), from 3.11 on they do not.
+KIT_FRAMES_SHOW = sys.version_info < (3, 11)
+KIT_DIR = str(Path(raytrace_kit.__file__).parent)
+
+
+def _without_kit_frames(text: str) -> str:
+    """A traceback's text less the kit's frames (each a ``File`` line and its source line)."""
+    kept: list[str] = []
+    lines = iter(text.splitlines())
+    for line in lines:
+        if line.lstrip().startswith(f'File "{KIT_DIR}/'):
+            next(lines, None)  # the frame's source line
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
 class TestRunCommand:
     """``raytrace-kit run``: the program's own output and exit; the decorated program's events."""
 
@@ -108,7 +126,11 @@ class TestRunCommand:
         assert (run.returncode, decorated.returncode) == (1, 1)
         assert run.stdout == plain.stdout == decorated.stdout
         assert "ledger [50, 80, 120]" in run.stdout
-        assert _without_ids(run.stderr) == _without_ids(plain.stderr)
+        kit_stderr = _without_ids(run.stderr)
+        if KIT_FRAMES_SHOW:  # the kit's frames show, and are the only difference
+            shown, kit_stderr = kit_stderr, _without_kit_frames(kit_stderr)
+            assert kit_stderr != shown
+        assert kit_stderr == _without_ids(plain.stderr)
         source = (PROGRAMS / "shop_main.py").read_text().splitlines()
         line = next(n for n, text in enumerate(source, 1) if text.startswith("ray.get(close"))
         assert f'File "{PROGRAMS / "shop_main.py"}", line {line}, in <module>' in run.stderr
@@ -305,6 +327,15 @@ class _AsyncEcho:
         return text.upper()
 
 
+def _first_call(handle: Any, method: str, *args: Any) -> Any:
+    """The value of ``handle.<method>.remote(*args)`` on a new actor, its handle held.
+
+    Ray before 2.50 (2.40 and 2.44 measured) loses a handle nothing holds before its
+    method is submitted ("Lost reference to actor"); Ray 2.50 and later keep it.
+    """
+    return ray.get(getattr(handle, method).remote(*args))
+
+
 def _rows(run: str) -> dict[str, Any]:
     """Each row submits with the objects as Ray made them, and returns what it got."""
     return {
@@ -313,10 +344,10 @@ def _rows(run: str) -> dict[str, Any]:
         "two returns": lambda: ray.get(list(_pair.options(num_returns=2).remote(3))),
         "generator": lambda: [ray.get(r) for r in _count_to.remote(3)],
         "nested": lambda: ray.get(_fan.remote(3)),
-        "actor": lambda: ray.get(_Tally.remote(1).add.remote(2)),
-        "async actor": lambda: ray.get(_AsyncEcho.remote().echo.remote("hi")),
-        "named actor": lambda: ray.get(
-            _Tally.options(name=f"tally-{run}", get_if_exists=True).remote(5).add.remote(1)
+        "actor": lambda: _first_call(_Tally.remote(1), "add", 2),
+        "async actor": lambda: _first_call(_AsyncEcho.remote(), "echo", "hi"),
+        "named actor": lambda: _first_call(
+            _Tally.options(name=f"tally-{run}", get_if_exists=True).remote(5), "add", 1
         ),
         "dag": lambda: ray.get(_double.bind(_double.bind(1)).execute()),
         "error": lambda: helpers.outcome_without_ids(lambda: ray.get(_fails.remote("no"))),
@@ -367,6 +398,7 @@ class TestInstrumentInProcess:
             (True, ["5"]),
         ]
 
+    @pytest.mark.compat
     def test_tracebacks_through_ray_get_are_plain_rays(self, ray_session: None) -> None:
         """The driver's ray.get hook leaves no frame of its own in what the user sees."""
 
@@ -378,7 +410,10 @@ class TestInstrumentInProcess:
 
         plain = frames()
         raytrace_kit.instrument()
-        assert frames() == plain
+        kit = frames()
+        if KIT_FRAMES_SHOW:  # the hook's own frame, after the user's line (docs/reliability.md)
+            assert kit.pop(1) == ("record.py", "hooked")
+        assert kit == plain
         assert ("worker.py", "get") in plain
 
     def test_local_mode_runs_plain_remotes_here(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import subprocess
@@ -106,10 +107,18 @@ class TestActorMethodExecutor:
             return lines[first:]
 
         make = manager.FunctionActorManager._make_actor_method_executor
-        rays = make(None, "parse", Parser.parse)
+        # Ray 2.40 passes actor_imported too (gone by 2.44), as a keyword.
+        extra = (
+            {"actor_imported": True}
+            if "actor_imported" in inspect.signature(make).parameters
+            else {}
+        )
+        rays = make(None, "parse", Parser.parse, **extra)
         worker_coverage._trace_actor_threads(ray)  # as in a worker, once Ray is imported
         assert manager.FunctionActorManager._make_actor_method_executor is not make
-        ours = manager.FunctionActorManager._make_actor_method_executor(None, "parse", Parser.parse)
+        ours = manager.FunctionActorManager._make_actor_method_executor(
+            None, "parse", Parser.parse, **extra
+        )
         assert ours.__code__ is not rays.__code__
         assert (ours.name, ours.method) == ("parse", Parser.parse)
         assert text_of(ours) == text_of(rays)

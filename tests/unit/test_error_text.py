@@ -22,7 +22,11 @@ _OOM = (
 
 
 def _errors() -> list[BaseException]:
-    """Ray's own error objects, built as Ray builds them (their str() is Ray's wording)."""
+    """Ray's own error objects, built as Ray builds them (their str() is Ray's wording).
+
+    Those of the installed Ray: ``UnserializableException`` came in Ray 2.51.
+    """
+    unserializable = getattr(ray_errors, "UnserializableException", None)
     return [
         ray_errors.WorkerCrashedError(),
         ray_errors.ActorDiedError(),
@@ -37,15 +41,17 @@ def _errors() -> list[BaseException]:
         ray_errors.OwnerDiedError(_OBJECT, None, "pipeline.py:3"),
         ray_errors.ObjectFetchTimedOutError(_OBJECT, None, "pipeline.py:3"),
         ray_errors.ObjectFreedError(_OBJECT, None, "pipeline.py:3"),
-        ray_errors.ObjectReconstructionFailedError(_OBJECT),
+        # Keywords: Ray 2.40's arguments are (object, owner, call site), 2.60's (object,
+        # reason, reason message, owner, call site).
+        ray_errors.ObjectReconstructionFailedError(_OBJECT, owner_address=None, call_site=""),
         ray_errors.OutOfMemoryError(_OOM),
         ray_errors.RaySystemError("raylet gone"),
         ray_errors.TaskUnschedulableError("no node has GPU"),
         ray_errors.ActorUnschedulableError("no node has GPU"),
-        ray_errors.UnserializableException("Traceback ..."),
         ray_errors.GetTimeoutError("Get timed out: some object(s) not ready."),
         ray_errors.TaskCancelledError(TaskID(os.urandom(24))),
         ray_errors.ActorUnavailableError("RpcError", ActorID(os.urandom(16)).binary()),
+        *([unserializable("Traceback ...")] if unserializable else []),
     ]
 
 

@@ -32,6 +32,11 @@ RAY_PRIVATE_MEMBERS = frozenset(
         "_remote",
         "__ray_metadata__",
         "__ray_actor_class__",
+        # Ray 2.40's ActorMethod, which has no _signature: its handle's signatures.
+        "_actor_hard_ref",
+        "_actor_ref",
+        "_method_name",
+        "_ray_method_signatures",
     }
 )
 RAY_PRIVATE_BY_NAME = RAY_PRIVATE_MEMBERS | {"_signature"}

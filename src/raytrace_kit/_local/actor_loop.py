@@ -139,7 +139,10 @@ def _run(loop: asyncio.AbstractEventLoop) -> None:
     try:
         loop.run_forever()
     finally:
-        loop.close()
+        try:  # as asyncio.run ends: async generators still suspended are closed first
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
 
 
 async def _contained(body: Callable[[], Coroutine[Any, Any, Any]]) -> Any:

@@ -241,6 +241,9 @@ class LoopGenerator:
                     self._final = self._on_exit(None)  # the next one asked for says so
                     return
         finally:
+            # Closed here, not left to the loop's end: a generator left suspended when
+            # the loop closes is destroyed pending (and Python 3.13 warns of its aclose).
+            await items.aclose()
             self._end()
 
     def step(self) -> LocalRef:
@@ -274,5 +277,8 @@ class _Step:
 
 async def _as_async(items: Generator[Any, Any, Any]) -> Any:
     """A sync generator driven from the loop, blocking it at each step as Ray does."""
-    for item in items:
-        yield item
+    try:
+        for item in items:
+            yield item
+    finally:
+        items.close()  # closed with this one (the actor killed midway): the call ends now

@@ -45,6 +45,11 @@ class LocalRuntimeContext(RuntimeContext):  # type: ignore[misc]  # untyped base
             call.capture()  # the ids the call's events carry (log=False captures on demand)
         self._identity = _process.local_identity() if call is None else call.identity
 
+    def __getattr__(self, name: str) -> Any:
+        # What neither class has: Ray's own error, naming Ray's class as a program sees it.
+        msg = f"'RuntimeContext' object has no attribute '{name}'"
+        raise AttributeError(msg, name=name, obj=self)
+
     def get_job_id(self) -> str:
         return str(self._identity.job_id)
 
@@ -130,3 +135,12 @@ class LocalRuntimeContext(RuntimeContext):  # type: ignore[misc]  # untyped base
             "task_id": self.get_task_id(),
             "actor_id": self.get_actor_id(),
         }
+
+
+# What the installed Ray's context lacks, local mode's lacks too: a program sees Ray's own
+# AttributeError, as without local mode. Ray 2.40 has no get_task_name or
+# get_task_function_name (2.41), Ray 2.44 no get_node_labels (2.50 has it), Ray 2.53 no
+# is_canceled (2.54).
+for _name in [name for name in vars(LocalRuntimeContext) if not name.startswith("_")]:
+    if not hasattr(RuntimeContext, _name):
+        delattr(LocalRuntimeContext, _name)

@@ -8,12 +8,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ray.exceptions import (
-    ActorAlreadyExistsError,
-    ActorDiedError,
-    RayTaskError,
-    TaskCancelledError,
-)
+from ray.exceptions import ActorDiedError, RayTaskError, TaskCancelledError
 
 from raytrace_kit._local import actor_loop, arguments, async_calls, refs, run, setting
 from raytrace_kit._local import state as local_state
@@ -22,6 +17,7 @@ from raytrace_kit._local.copies import keep_alive
 from raytrace_kit._local.refs import LocalRef
 from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import DebugOptions
+from raytrace_kit._ray_versions import ActorAlreadyExistsError
 
 __all__ = ["LocalActorHandle", "LocalActorMethod", "create_actor", "get_actor", "kill"]
 
@@ -325,8 +321,8 @@ def create_actor(
 
     Raises:
         TypeError: The arguments do not fit ``__init__``, as Ray raises at ``.remote()``.
-        ActorAlreadyExistsError: The name is taken and ``get_if_exists`` was not given, as
-            in Ray (a ``ValueError``).
+        ValueError: The name is taken and ``get_if_exists`` was not given, as in Ray
+            (``ActorAlreadyExistsError`` from Ray 2.53, a plain ``ValueError`` before).
     """
     arguments.check_call(inspect.signature(cls), args, kwargs)  # where Ray checks them
     name: str | None = ray_options.get("name")
@@ -337,7 +333,7 @@ def create_actor(
         if existing is not None and existing.dead is None:
             if ray_options.get("get_if_exists"):
                 return LocalActorHandle(existing)
-            # Ray's own error and message (an ActorAlreadyExistsError is a ValueError).
+            # Ray's own error and message (ActorAlreadyExistsError is a ValueError).
             msg = (
                 f"The name {name} (namespace={key[1]}) is already taken. Please use a different "
                 f"name or get the existing actor using ray.get_actor('{name}', "

@@ -6,7 +6,7 @@ from typing import Any
 
 from ray.exceptions import RayTaskError
 
-from raytrace_kit import _ray_compat
+from raytrace_kit import _ray_versions
 from raytrace_kit._local import refs
 
 __all__ = ["Outcome", "failed_refs", "package"]
@@ -34,7 +34,7 @@ def package(outcome: Outcome, num_returns: Any, copy: bool, function: str) -> An
         if outcome.error is not None:
             return refs.error_ref(outcome.error, function)
         produced = outcome.items if outcome.items is not None else list(outcome.value)
-        inner = _ray_compat.DynamicObjectRefGenerator(
+        inner = _ray_versions.DynamicObjectRefGenerator(
             [refs.value_ref(v, copy, function) for v in produced]
         )
         return refs.value_ref(inner, False, function)

@@ -21,12 +21,13 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayError, RayTaskError, UnserializableException
+from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from raytrace_kit._local import state as local_state
 from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
 from raytrace_kit._output.frames import user_frames
 from raytrace_kit._ray_compat import RAY_OWN
+from raytrace_kit._ray_versions import error_as_delivered
 from raytrace_kit.exceptions import LocalModeError
 
 __all__ = [
@@ -320,19 +321,20 @@ def error_ref(exc: BaseException, function: str) -> LocalRef:
 
 
 def _as_delivered(error: RayTaskError) -> RayError:
-    """``error``, or Ray's ``UnserializableException`` where Ray could not deliver it.
+    """``error``, or what Ray raises in its place where Ray could not deliver it.
 
     Ray pickles a failed task's error in the worker and unpickles it in the caller
     (``RayError.to_bytes``, ``from_bytes``); an exception that pickles but cannot be
-    unpickled (an ``__init__`` whose arguments are not its ``args``) arrives as an
-    ``UnserializableException`` with its text. The same round trip, here; otherwise the
-    original stays, real frames and all, for ``pdb.pm()``.
+    unpickled (an ``__init__`` whose arguments are not its ``args``) arrives as another
+    error (which one depends on Ray's version: ``error_as_delivered``). The same round
+    trip, here; otherwise the original stays, real frames and all, for ``pdb.pm()``.
     """
     try:
-        delivered = RayError.from_bytes(error.to_bytes())
+        serialized = error.to_bytes()
     except Exception:
         return error  # cannot even be pickled: RayTaskError replaced the cause itself
-    return delivered if isinstance(delivered, UnserializableException) else error
+    delivered = error_as_delivered(serialized)
+    return error if delivered is None else delivered
 
 
 def resolve_argument(arg: Any) -> Any:

@@ -85,7 +85,12 @@ class ActiveCall:
         self.call_id = _process.new_call_id()
         if self.mode != "local":  # "ray", or "pinned" (a Ray actor task)
             identity = self.identity = _process.state.worker_identity or _process.process_identity()
-            self.task_id, self.actor_id, self.attempt, self.task_name = _process.running_task()
+            if identity.is_worker:
+                self.task_id, self.actor_id, self.attempt, self.task_name = _process.running_task()
+            else:  # Ray's own local mode (Ray 2.40-2.54): the driver runs every call, and
+                # Ray has no task or actor id of a call to give there (its driver's ids)
+                self.task_id = self.actor_id = self.task_name = None
+                self.attempt = 0
         else:  # local mode: no Ray task behind the call; ids of its own, as Ray's would be
             identity = self.identity = _process.local_identity()
             self.actor_id = self.local_actor_id

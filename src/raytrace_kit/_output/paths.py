@@ -15,6 +15,7 @@ from pathlib import Path
 
 import ray
 
+from raytrace_kit import _ray_compat
 from raytrace_kit._output import state as output_state
 
 __all__ = [
@@ -43,7 +44,7 @@ def log_dir() -> Path:
     """Return this node's raytrace_kit directory for the current Ray session.
 
     The directory is ``<ray temp dir>/<session name>/logs/raytrace_kit/``, found through
-    the public runtime context, so it is right with a custom ``_temp_dir`` and with several
+    Ray's runtime context, so it is right with a custom ``_temp_dir`` and with several
     clusters on one machine. Ray's dashboard can serve the files in it, and
     ``ray.util.state.list_logs(glob_filter="raytrace_kit/*")`` lists them.
 
@@ -63,8 +64,7 @@ def log_dir() -> Path:
     if override:
         path = Path(override).absolute()
     elif ray.is_initialized():
-        ctx = ray.get_runtime_context()
-        path = Path(ctx.get_temp_dir(), ctx.get_session_name(), "logs", _SUBDIR)
+        path = Path(*_ray_compat.session_location(), "logs", _SUBDIR)
         output_state.state.last_ray_log_dir = path
     else:
         return _fallback_dir()
@@ -102,8 +102,7 @@ def session_dir() -> Path:
     Unlike :func:`log_dir`, ``RAYTRACE_LOG_DIR`` does not move it.
     """
     if ray.is_initialized():
-        ctx = ray.get_runtime_context()
-        return Path(ctx.get_temp_dir(), ctx.get_session_name())
+        return Path(*_ray_compat.session_location())
     return log_dir()
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -231,6 +233,38 @@ class TestGenerators:
             with pytest.raises(ActorDiedError):
                 ray.get(next(refs))
             assert list(refs) == []
+
+    def test_a_killed_stream_leaves_nothing_pending(self) -> None:
+        """The killed actor's generator is closed at once: asyncio reports nothing at exit.
+
+        It was left suspended for the loop's end: "Task was destroyed but it is pending!"
+        on every Python, and from 3.13 a RuntimeWarning that its aclose was never awaited.
+        """
+        code = (
+            "import ray\n"
+            "from raytrace_kit import local_mode\n"
+            "from tests.integration.local.test_async import Streamer\n"
+            "with local_mode(strict=True):\n"
+            "    refs = (streamer := Streamer.remote()).items.remote(3)\n"
+            "    ray.get(next(refs))\n"
+            "    ray.kill(streamer)\n"
+            "    try:\n"
+            "        ray.get(next(refs))\n"
+            "    except ray.exceptions.ActorDiedError:\n"
+            "        print('died')\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-W", "always", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).parents[3],
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "died"
+        assert "pending" not in done.stderr
+        assert "never awaited" not in done.stderr
 
 
 @pytest.mark.usefixtures("no_ray")

@@ -49,7 +49,7 @@ def test_tasks_generators_and_nodes(cluster: Cluster) -> None:
     )
     value, node = ray.get(where.remote(1))
     assert value == 2
-    assert node != ray.get_runtime_context().get_node_id()  # not the head: the second node
+    assert node != cluster.head_node.node_id  # not the head: the second node
 
 
 def test_actors(cluster: Cluster) -> None:

@@ -17,7 +17,8 @@ if __name__ == "__main__":
     try:
         with raytrace_kit.coverage(data_file="script.coverage") as data_file:
             ray.init(address=address or "local", num_cpus=None if address else 1)
-            print(ray.get(ray.remote(work.Counter).remote(-1).add.remote(12)))
+            counter = ray.remote(work.Counter).remote(-1)  # held: Ray < 2.50 drops it
+            print(ray.get(counter.add.remote(12)))
             ray.shutdown()
     except raytrace_kit.CoverageError as exc:
         print(f"CoverageError: {exc}")
