@@ -56,9 +56,7 @@ def main() -> None:
                 extra += f" duration={event['duration_s']:.4f}s"
             else:
                 extra = f"attempt={event['attempt']}"
-            print(
-                f"  {event['event']:<11} {event['function']:<32} pid={event['pid']} {extra}"
-            )
+            print(f"  {event['event']:<11} {event['function']:<32} pid={event['pid']} {extra}")
     finally:
         ray.shutdown()
 
