@@ -412,21 +412,26 @@ def test_submission_records_find_a_queue_and_a_loop_without_instrument() -> None
     assert ray.get([sleeper.sleep.remote(0.3) for _ in range(5)]) == [0.3] * 5
     for i in range(6):
         assert ray.get(stage.remote(i)) == i  # the driver's loop
+    # A new actor called from a loop: its first call waited for it to be created, and
+    # none for another call: not an actor that serializes the work.
+    polled = Sleeper.remote()
+    for _ in range(6):
+        assert ray.get(polled.sleep.remote(0.01)) == 0.01
     made = raytrace_kit.report(since=since)
-    by_kind = {f.kind: f for f in made.findings}
-    serial = by_kind["serializing_actor"]
-    assert serial.subject.endswith(".Sleeper")
+    (serial,) = [f for f in made.findings if f.kind == "serializing_actor"]
+    assert serial.title.endswith(f"({sleeper._actor_id.hex()[:12]})")
     assert "calls submitted together waited for each other in its queue" in serial.evidence
-    loop = by_kind["driver_loop"]
     line = next(
         number
         for number, text in enumerate(Path(__file__).read_text().splitlines(), 1)
         if text.rstrip().endswith("# the driver's loop")
     )
-    assert loop.subject == f"{__file__}:{line}"
+    loops = {f.subject: f for f in made.findings if f.kind == "driver_loop"}
+    loop = loops[f"{__file__}:{line}"]
     assert loop.evidence.startswith(f"5 of the 6 calls submitted at {__file__}:{line}")
     (queued,) = [q for q in made.queued if q["function"].endswith(".Sleeper.sleep")]
-    assert queued["count"] == 5
+    assert queued["count"] == 5 + 6  # the two actors' calls
     assert queued["max_s"] >= 4 * 0.3 * 0.9  # the fifth waited for the four before it
     assert made.never_started == []
     ray.kill(sleeper)
+    ray.kill(polled)

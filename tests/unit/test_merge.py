@@ -64,8 +64,9 @@ class _Process:
         grow: int = 0,
         actor: str | None = None,
         stuck: float | None = None,
+        kind: str | None = None,
     ) -> None:
-        kind = "actor_method" if actor else "task"
+        kind = kind or ("actor_method" if actor else "task")
         members = encode.call_members(
             call_id=call_id,
             spec_fragment=encode.members({"function": function, "kind": kind}),
@@ -242,6 +243,59 @@ class TestMergedReport:
         merged = cluster_report(_ask(readers, []), 3, since=since, until=until, source="c")
         assert _without_source(merged) == _without_source(whole)
         assert merged.overview["calls"] == whole.overview["calls"] < 80
+
+
+def _write_actors(root: Path) -> None:
+    """Three new actors, each created while the driver's first call to it waits.
+
+    X (on the driver's node) and Y (on another) take their calls from a ray.get loop in
+    the driver: the first waited for the actor's creation, none for another call. Z's six
+    calls were submitted together after it was up: each waited for those before it.
+    """
+    t0 = KNOWN_START
+    driver = _Process(root, 0, 100)
+    for name, node, pid in (("x", 0, 500), ("y", 1, 501)):
+        actor, actor_id = _Process(root, node, pid), (name * 32)[:32]
+        actor.call(f"00000000{pid:04x}0000", f"jobs.{name.upper()}.__init__", t0 + 0.5, 0.5,
+                   actor=actor_id, kind="actor_init", task=_task(pid))  # fmt: skip
+        at = t0 + 0.01
+        for k in range(6):
+            task = _task(pid * 100 + k)
+            driver.submit(task, f"jobs.{name.upper()}.get", at, f"main.py:{pid}", actor=actor_id)
+            begun = max(at, t0 + 1.0) + 0.001
+            actor.call(f"00000000{pid:04x}{k + 1:04x}", f"jobs.{name.upper()}.get", begun, 0.02,
+                       actor=actor_id, task=task)  # fmt: skip
+            at = begun + 0.021
+    z, z_id = _Process(root, 1, 502), "z" * 32
+    z.call("000000000502ffff", "jobs.Z.__init__", t0 + 0.5, 0.5, actor=z_id, kind="actor_init")
+    for k in range(6):
+        task = _task(50200 + k)
+        driver.submit(task, "jobs.Z.put", t0 + 2.0, "main.py:502", actor=z_id)
+        z.call(f"0000000005020{k:03x}", "jobs.Z.put", t0 + 2.001 + 0.3 * k, 0.3,
+               actor=z_id, task=task)  # fmt: skip
+
+
+class TestActorCreation:
+    """Waiting for an actor to be created is not waiting behind its other calls."""
+
+    def test_only_the_actor_whose_calls_waited_for_each_other_is_named(
+        self, tmp_path: Path
+    ) -> None:
+        _write_actors(tmp_path)
+        whole = raytrace_kit.report(tmp_path)
+        serial = [f for f in whole.findings if f.kind == "serializing_actor"]
+        assert [f.subject for f in serial] == ["jobs.Z"]
+        # Its sixth call waited for the five before it, 1.5 s: not for the creation.
+        assert "waited for each other in its queue, the longest 1.50 s" in serial[0].evidence
+        # The time in queue still counts the creation: the calls did wait that long.
+        queued = {row["function"]: row["max_s"] for row in whole.queued}
+        assert queued["jobs.X.get"] > 0.99
+        assert queued["jobs.Y.get"] > 0.99
+        # Merged from the nodes' shares (X's calls join on the driver's node, Y's and Z's
+        # across nodes), the report is the same.
+        readers = [NodeReport([tmp_path / f"node-{n[:12]}"]) for n in NODES[:2]]
+        merged = cluster_report(_ask(readers, []), 2, since=None, until=None, source="cluster")
+        assert _without_source(merged) == _without_source(whole)
 
 
 class TestPacking:

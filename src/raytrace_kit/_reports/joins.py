@@ -29,7 +29,7 @@ from raytrace_kit._reports.packing import (
     unpack_ints,
     unpack_keys,
 )
-from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues, loops_of
+from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues, loops_of, ready_before
 
 __all__ = [
     "KEEP_TASK_IDS",
@@ -140,6 +140,9 @@ class NodeQueues(Queues):
                     record.parent_call_id is None,
                 )  # fmt: skip
 
+    def actor_ready(self, actor_id: str, ended: str) -> None:
+        self.ready.setdefault(actor_id, []).append(micros(ended, self.clock))
+
     def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
         key = task_key(task_id)
         if attempt:
@@ -179,7 +182,9 @@ class NodeQueues(Queues):
                 waits[function], first[function] = [], index
             waits[function].append(waited)
             if actor:
-                actors.append((actor, waited))
+                # As Queues.results computes it, from the same floats.
+                since = max(when, int(ready_before(self.ready.get(actor), begun)))
+                actors.append((actor, max(from_micros(begun) - from_micros(since), 0.0)))
             if by_driver and site:
                 ended = ends.get(key)
                 if ended is None or key in failed or key in self.retried:
@@ -241,7 +246,7 @@ class NodeQueues(Queues):
             if key not in self.joined_here:  # submitted elsewhere, or retried here
                 start = self.first_starts.get(key, _NONE)
                 halves[key % parts].append((key, start, self.last_ends.get(key, _NONE)))
-        return [_part(offset, rows[j], deferred[j], halves[j]) for j in range(parts)]
+        return [_part(offset, rows[j], deferred[j], halves[j], self.ready) for j in range(parts)]
 
 
 def _part(
@@ -249,6 +254,7 @@ def _part(
     rows: list[tuple[int, Record]],
     deferred: list[tuple[int, Record, int | None]],
     halves: list[tuple[int, int, int]],
+    ready: dict[str, list[float]],
 ) -> dict[str, Any]:
     everything = [row for _, row in rows] + [row for _, row, _ in deferred]
     names = list(dict.fromkeys(name for row in everything for name in (row[1], row[2], row[5])))
@@ -274,7 +280,17 @@ def _part(
         "start_keys": pack_keys([key for key, _, _ in halves]),
         "start_stamps": pack_ints([start for _, start, _ in halves]),
         "end_stamps": pack_ints([end for _, _, end in halves]),
+        "ready": ready,  # the ends of the __init__ of the actors that ran here (a few each)
     }
+
+
+def _ready(parts: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The ends of every actor's ``__init__``, from the parts of every node."""
+    ready: dict[str, list[float]] = {}
+    for part in parts:
+        for actor, ends in part["ready"].items():
+            ready.setdefault(actor, []).extend(ends)
+    return ready
 
 
 def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]]:
@@ -298,6 +314,7 @@ def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes,
                 started.setdefault(key, start)
             if end > ended.get(key, _NONE):
                 ended[key] = end
+    ready = _ready(parts)
     waits: dict[str, list[float]] = {}
     first: dict[str, int] = {}
     actors: list[tuple[str, float]] = []
@@ -329,7 +346,8 @@ def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes,
             waits.setdefault(name, []).append(waited)
             first[name] = min(first.get(name, order), order)
             if names[actor]:
-                actors.append((names[actor], waited))
+                since = max(stamp, int(ready_before(ready.get(names[actor]), begun)))
+                actors.append((names[actor], max(from_micros(begun) - from_micros(since), 0.0)))
         values = unpack_ints(part["deferred_rows"])
         for key, at in zip(unpack_keys(part["deferred"]), range(0, len(values), 2), strict=True):
             indexes.append(values[at])

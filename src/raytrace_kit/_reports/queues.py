@@ -33,6 +33,7 @@ __all__ = [
     "flights",
     "has_submissions",
     "loops_of",
+    "ready_before",
 ]
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
@@ -93,6 +94,7 @@ class Queues:
         self.started: dict[int, float] = {}
         self.ended: dict[int, float] = {}  # task -> its last end: a loop's calls, in order
         self.stuck: dict[str, Stuck] = {}
+        self.ready: dict[str, list[float]] = {}  # actor -> the ends of its __init__ calls
 
     def line(self, raw: bytes) -> None:
         """Take one ``call.submit`` or ``call.stuck`` line (``iter_calls``' others)."""
@@ -130,6 +132,10 @@ class Queues:
             if when > self.ended.get(key, 0.0):
                 self.ended[key] = when
 
+    def actor_ready(self, actor_id: str, ended: str) -> None:
+        """An actor's ``__init__`` ended: its methods' calls wait in its queue from then."""
+        self.ready.setdefault(actor_id, []).append(self.clock(ended))
+
     def results(self, ended: Callable[[str], str | None]) -> dict[str, Any]:
         """Time in queue per function, calls never started, stuck calls (for the report).
 
@@ -152,7 +158,8 @@ class Queues:
                 continue
             waits.setdefault(function, array("d")).append(max(begun - when, 0.0))
             if actor:
-                actors.setdefault(actor, []).append(max(begun - when, 0.0))
+                behind = begun - max(when, ready_before(self.ready.get(actor), begun))
+                actors.setdefault(actor, []).append(max(behind, 0.0))
         waited = {actor: (len(values), max(values)) for actor, values in actors.items()}
         return flights(
             waits, never, never_count, self.stuck.values(), ended, loops_of(sites), waited
@@ -212,6 +219,17 @@ class Queues:
                 "stuck_calls", first["function"],
             ))  # fmt: skip
         return made
+
+
+def ready_before(ends: list[float] | None, begun: float) -> float:
+    """The last end of an actor's ``__init__`` before a method call ``begun`` (else 0).
+
+    A method call submitted before its actor was created waits for the creation (a worker
+    process to start, ``__init__`` to run) before it waits behind the actor's other calls:
+    only from this end on does it wait for them. A restarted actor has an end per life.
+    In seconds, or in whole microseconds (:class:`joins.NodeQueues`), as ``ends`` are.
+    """
+    return max((end for end in ends or () if end <= begun), default=0.0)
 
 
 def flights(  # noqa: PLR0917 -- one argument per part of the joined records
