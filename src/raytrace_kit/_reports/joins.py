@@ -29,7 +29,7 @@ from raytrace_kit._reports.packing import (
     unpack_ints,
     unpack_keys,
 )
-from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues, loops_of, ready_before
+from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues, loops_of
 
 __all__ = [
     "KEEP_TASK_IDS",
@@ -140,8 +140,16 @@ class NodeQueues(Queues):
                     record.parent_call_id is None,
                 )  # fmt: skip
 
-    def actor_ready(self, actor_id: str, ended: str) -> None:
-        self.ready.setdefault(actor_id, []).append(micros(ended, self.clock))
+    def actor_call(
+        self, actor_id: str, task_id: str, kind: str | None, attempt: int | None, ended: str | None
+    ) -> None:
+        last = self.actor_last
+        if kind == "actor_method" and not attempt and actor_id in last:
+            self.before.setdefault(task_key(task_id), last[actor_id])
+        if ended:
+            when = last[actor_id] = micros(ended, self.clock)
+            if kind == "actor_init":
+                self.ready.setdefault(actor_id, []).append(when)
 
     def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
         key = task_key(task_id)
@@ -182,9 +190,9 @@ class NodeQueues(Queues):
                 waits[function], first[function] = [], index
             waits[function].append(waited)
             if actor:
-                # As Queues.results computes it, from the same floats.
-                since = max(when, int(ready_before(self.ready.get(actor), begun)))
-                actors.append((actor, max(from_micros(begun) - from_micros(since), 0.0)))
+                actors.append(
+                    (actor, _behind(when, begun, self.before.get(key), self.ready.get(actor)))
+                )
             if by_driver and site:
                 ended = ends.get(key)
                 if ended is None or key in failed or key in self.retried:
@@ -246,7 +254,14 @@ class NodeQueues(Queues):
             if key not in self.joined_here:  # submitted elsewhere, or retried here
                 start = self.first_starts.get(key, _NONE)
                 halves[key % parts].append((key, start, self.last_ends.get(key, _NONE)))
-        return [_part(offset, rows[j], deferred[j], halves[j], self.ready) for j in range(parts)]
+        before: list[list[tuple[int, int]]] = [[] for _ in range(parts)]
+        for key, end in self.before.items():
+            if key not in self.joined_here:
+                before[key % parts].append((key, int(end)))
+        return [
+            _part(offset, rows[j], deferred[j], halves[j], (self.ready, before[j]))
+            for j in range(parts)
+        ]
 
 
 def _part(
@@ -254,8 +269,9 @@ def _part(
     rows: list[tuple[int, Record]],
     deferred: list[tuple[int, Record, int | None]],
     halves: list[tuple[int, int, int]],
-    ready: dict[str, list[float]],
+    actors: tuple[dict[str, list[float]], list[tuple[int, int]]],
 ) -> dict[str, Any]:
+    ready, before = actors
     everything = [row for _, row in rows] + [row for _, row, _ in deferred]
     names = list(dict.fromkeys(name for row in everything for name in (row[1], row[2], row[5])))
     number = {name: i for i, name in enumerate(names)}
@@ -281,16 +297,36 @@ def _part(
         "start_stamps": pack_ints([start for _, start, _ in halves]),
         "end_stamps": pack_ints([end for _, _, end in halves]),
         "ready": ready,  # the ends of the __init__ of the actors that ran here (a few each)
+        # Each method call's actor's last end when it started (queues.behind), by task.
+        "before_keys": pack_keys([key for key, _ in before]),
+        "before_stamps": pack_ints([end for _, end in before]),
     }
 
 
-def _ready(parts: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """The ends of every actor's ``__init__``, from the parts of every node."""
+def _actor_times(parts: list[dict[str, Any]]) -> tuple[dict[str, list[float]], dict[int, int]]:
+    """The ends of every actor's ``__init__``, and each method's call's actor's last end.
+
+    The latter as it was when the call started, from the parts of every node (see
+    :func:`queues.behind`).
+    """
     ready: dict[str, list[float]] = {}
+    before: dict[int, int] = {}
     for part in parts:
         for actor, ends in part["ready"].items():
             ready.setdefault(actor, []).extend(ends)
-    return ready
+        before.update(
+            zip(unpack_keys(part["before_keys"]), unpack_ints(part["before_stamps"]), strict=True)
+        )
+    return ready, before
+
+
+def _behind(submitted: int, begun: int, before: float | None, ready: list[float] | None) -> float:
+    """:func:`queues.behind` of whole microseconds, as the same floats it is given there."""
+    if before is None:
+        return 0.0
+    created = int(max((end for end in ready or () if end <= begun), default=0))
+    since, until = max(submitted, created), min(begun, int(before))
+    return max(from_micros(until) - from_micros(since), 0.0)
 
 
 def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]]:
@@ -314,7 +350,7 @@ def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes,
                 started.setdefault(key, start)
             if end > ended.get(key, _NONE):
                 ended[key] = end
-    ready = _ready(parts)
+    ready, before = _actor_times(parts)
     waits: dict[str, list[float]] = {}
     first: dict[str, int] = {}
     actors: list[tuple[str, float]] = []
@@ -346,8 +382,8 @@ def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes,
             waits.setdefault(name, []).append(waited)
             first[name] = min(first.get(name, order), order)
             if names[actor]:
-                since = max(stamp, int(ready_before(ready.get(names[actor]), begun)))
-                actors.append((names[actor], max(from_micros(begun) - from_micros(since), 0.0)))
+                waited = _behind(stamp, begun, before.get(key), ready.get(names[actor]))
+                actors.append((names[actor], waited))
         values = unpack_ints(part["deferred_rows"])
         for key, at in zip(unpack_keys(part["deferred"]), range(0, len(values), 2), strict=True):
             indexes.append(values[at])

@@ -30,10 +30,10 @@ __all__ = [
     "QUEUE_FINDING_S",
     "Clock",
     "Queues",
+    "behind",
     "flights",
     "has_submissions",
     "loops_of",
-    "ready_before",
 ]
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
@@ -95,6 +95,8 @@ class Queues:
         self.ended: dict[int, float] = {}  # task -> its last end: a loop's calls, in order
         self.stuck: dict[str, Stuck] = {}
         self.ready: dict[str, list[float]] = {}  # actor -> the ends of its __init__ calls
+        self.actor_last: dict[str, float] = {}  # actor -> its last call's end, as read
+        self.before: dict[int, float] = {}  # method task -> its actor's last end at its start
 
     def line(self, raw: bytes) -> None:
         """Take one ``call.submit`` or ``call.stuck`` line (``iter_calls``' others)."""
@@ -132,9 +134,17 @@ class Queues:
             if when > self.ended.get(key, 0.0):
                 self.ended[key] = when
 
-    def actor_ready(self, actor_id: str, ended: str) -> None:
-        """An actor's ``__init__`` ended: its methods' calls wait in its queue from then."""
-        self.ready.setdefault(actor_id, []).append(self.clock(ended))
+    def actor_call(
+        self, actor_id: str, task_id: str, kind: str | None, attempt: int | None, ended: str | None
+    ) -> None:
+        """A call of an actor, in the order its process ran them (see :func:`behind`)."""
+        last = self.actor_last
+        if kind == "actor_method" and not attempt and actor_id in last:
+            self.before.setdefault(hash(task_id), last[actor_id])
+        if ended:
+            when = last[actor_id] = self.clock(ended)
+            if kind == "actor_init":
+                self.ready.setdefault(actor_id, []).append(when)
 
     def results(self, ended: Callable[[str], str | None]) -> dict[str, Any]:
         """Time in queue per function, calls never started, stuck calls (for the report).
@@ -158,8 +168,8 @@ class Queues:
                 continue
             waits.setdefault(function, array("d")).append(max(begun - when, 0.0))
             if actor:
-                behind = begun - max(when, ready_before(self.ready.get(actor), begun))
-                actors.setdefault(actor, []).append(max(behind, 0.0))
+                behind_others = behind(when, begun, self.before.get(key), self.ready.get(actor))
+                actors.setdefault(actor, []).append(behind_others)
         waited = {actor: (len(values), max(values)) for actor, values in actors.items()}
         return flights(
             waits, never, never_count, self.stuck.values(), ended, loops_of(sites), waited
@@ -221,15 +231,22 @@ class Queues:
         return made
 
 
-def ready_before(ends: list[float] | None, begun: float) -> float:
-    """The last end of an actor's ``__init__`` before a method call ``begun`` (else 0).
+def behind(
+    submitted: float, begun: float, before: float | None, ready: list[float] | None
+) -> float:
+    """How long an actor's method call waited behind the actor's other calls.
 
-    A method call submitted before its actor was created waits for the creation (a worker
-    process to start, ``__init__`` to run) before it waits behind the actor's other calls:
-    only from this end on does it wait for them. A restarted actor has an end per life.
-    In seconds, or in whole microseconds (:class:`joins.NodeQueues`), as ``ends`` are.
+    From when it could have run (submitted, and the actor created: the last end of its
+    ``__init__`` before the call) until the call before it in the actor ended (``before``,
+    the actor's last end when this call started). A call submitted before its actor was
+    created waited for the creation first (a worker process to start, ``__init__`` to run);
+    a call submitted after the one before had ended waited for Ray to deliver it: neither
+    is waiting behind other calls. In seconds, or whole microseconds, as its arguments are.
     """
-    return max((end for end in ends or () if end <= begun), default=0.0)
+    if before is None:
+        return 0.0
+    created = max((end for end in ready or () if end <= begun), default=0.0)
+    return max(min(begun, before) - max(submitted, created), 0.0)
 
 
 def flights(  # noqa: PLR0917 -- one argument per part of the joined records

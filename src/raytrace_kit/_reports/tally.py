@@ -118,8 +118,8 @@ class Tally:
                 self._waited_on(call, ended, start_line)
             if started is not None and call.task_id:
                 started(call.task_id, call.started or ended or "", ended, call.attempt)
-                if ended and call.kind == "actor_init" and call.actor_id:
-                    queues.actor_ready(call.actor_id, ended)
+                if call.actor_id:
+                    queues.actor_call(call.actor_id, call.task_id, call.kind, call.attempt, ended)
             if stuck and call.call_id in stuck:
                 self.stuck_status[call.call_id] = status
             # Every call's id, whatever the window (a parent may be outside it); packed
