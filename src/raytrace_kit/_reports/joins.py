@@ -140,16 +140,11 @@ class NodeQueues(Queues):
                     record.parent_call_id is None,
                 )  # fmt: skip
 
-    def actor_call(
-        self, actor_id: str, task_id: str, kind: str | None, attempt: int | None, ended: str | None
-    ) -> None:
-        last = self.actor_last
-        if kind == "actor_method" and not attempt and actor_id in last:
-            self.before.setdefault(task_key(task_id), last[actor_id])
-        if ended:
-            when = last[actor_id] = micros(ended, self.clock)
-            if kind == "actor_init":
-                self.ready.setdefault(actor_id, []).append(when)
+    def _key(self, task_id: str) -> int:
+        return task_key(task_id)
+
+    def _time(self, stamp: str) -> float:
+        return micros(stamp, self.clock)
 
     def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
         key = task_key(task_id)

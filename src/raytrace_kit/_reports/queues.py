@@ -140,11 +140,19 @@ class Queues:
         """A call of an actor, in the order its process ran them (see :func:`behind`)."""
         last = self.actor_last
         if kind == "actor_method" and not attempt and actor_id in last:
-            self.before.setdefault(hash(task_id), last[actor_id])
+            self.before.setdefault(self._key(task_id), last[actor_id])
         if ended:
-            when = last[actor_id] = self.clock(ended)
+            when = last[actor_id] = self._time(ended)
             if kind == "actor_init":
                 self.ready.setdefault(actor_id, []).append(when)
+
+    def _key(self, task_id: str) -> int:
+        """A task's key in these tables (:class:`joins.NodeQueues`: alike in every process)."""
+        return hash(task_id)
+
+    def _time(self, stamp: str) -> float:
+        """A stamp in these tables' unit: seconds (:class:`joins.NodeQueues`: microseconds)."""
+        return self.clock(stamp)
 
     def results(self, ended: Callable[[str], str | None]) -> dict[str, Any]:
         """Time in queue per function, calls never started, stuck calls (for the report).
