@@ -259,6 +259,35 @@ class TestBlocks:
         names = [row["function"] for row in p.summary(top=5).top]
         assert "busy" in names
 
+    @pytest.mark.compat
+    def test_profile_cpu_keeps_to_its_thread(self, tmp_path: Path) -> None:
+        """Another thread's calls stay out of a block's profile (3.12+ cProfile sees all)."""
+        inside, ran = threading.Event(), threading.Event()
+
+        def elsewhere() -> int:
+            return len(str(12345))
+
+        def other_thread() -> None:
+            inside.wait()
+            for _ in range(1000):
+                elsewhere()
+            ran.set()
+
+        def busy() -> int:
+            return sum(i for i in range(200_000))
+
+        thread = threading.Thread(target=other_thread, daemon=True)
+        thread.start()
+        with profile_cpu(tmp_path / "block.prof") as p:
+            busy()
+            inside.set()
+            ran.wait()  # the other thread's 1,000 calls ran while the block profiled
+        thread.join()
+        names = {row["function"] for row in p.summary(top=100).top}
+        assert "busy" in names
+        assert "elsewhere" not in names
+        assert "other_thread" not in names
+
     def test_profile_memory_inside_a_task(self) -> None:
         """A block inside a (plain) task profiles in that worker."""
 

@@ -11,6 +11,7 @@ import atexit
 import cProfile
 import json
 import pstats
+import sys
 import sysconfig
 import threading
 import time
@@ -118,6 +119,37 @@ def _without_kit_rows(stats: pstats.Stats) -> pstats.Stats:
     return stats
 
 
+def _this_thread_only() -> None:
+    """Keep the cProfile profiler just enabled to the calling thread (Python 3.12+).
+
+    From Python 3.12 cProfile records through ``sys.monitoring``, which reports every
+    thread's calls (before, ``sys.setprofile`` was per thread): another thread's calls, Ray's
+    or the kit's, would land in the block's profile and unbalance its stack. Each callback
+    cProfile registered is re-registered behind a check of the thread; cProfile's own
+    ``disable()`` unregisters them. A no-op before 3.12.
+    """
+    monitoring: Any = getattr(sys, "monitoring", None)  # Python 3.12+
+    if monitoring is None:
+        return
+    tool = monitoring.PROFILER_ID
+    owner = threading.get_ident()
+    get_ident = threading.get_ident
+    for name in dir(monitoring.events):
+        event = getattr(monitoring.events, name)
+        if not isinstance(event, int) or event <= 0 or event & (event - 1):
+            continue  # NO_EVENTS and unions of events are not registration keys
+        callback = monitoring.register_callback(tool, event, None)
+        if callback is None:
+            continue
+
+        def filtered(*args: Any, _callback: Any = callback) -> Any:
+            if get_ident() == owner:
+                return _callback(*args)
+            return None
+
+        monitoring.register_callback(tool, event, filtered)
+
+
 def _in_stdlib(filename: str) -> bool:
     return filename.startswith(_STDLIB_DIR) and not filename.startswith(_SITE_DIRS)
 
@@ -149,6 +181,7 @@ class Running:
         else:
             self._profile = cProfile.Profile(**options)
             self._profile.enable()
+            _this_thread_only()
 
     def stop(self) -> None:
         """Stop profiling and write the file (memray writes as it goes)."""
