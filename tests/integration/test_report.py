@@ -301,6 +301,33 @@ def test_cpu_oversubscription_is_seen_through_the_process_cpu_time() -> None:
     assert call.cpu_s < 0.25 * pool_cpu  # ...while the calling thread mostly waits
 
 
+@debuggable
+@ray.remote
+class Napper:
+    def nap(self, seconds: float) -> float:
+        time.sleep(seconds)  # at least this long: a floor, not a margin
+        return seconds
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_process_cpu_is_read_unless_the_last_call_was_short() -> None:
+    """The process's clock (every thread's) is skipped after a call under 10 ms.
+
+    What a user sees in the calls: the first call has the figure; a call after a short one
+    has null; a call after one of 10 ms or more has it again.
+    """
+    napper = Napper.remote()
+    naps = [0.0, 0.0, 0.02, 0.0, 0.0]
+    for seconds in naps:  # one at a time: each call's "last call" is the one before
+        assert ray.get(napper.nap.remote(seconds)) == seconds
+    calls = raytrace_kit.open_session().calls(function="Napper.nap")[-len(naps) :]
+    assert [c.duration_s is not None and c.duration_s >= s for c, s in zip(calls, naps)] == [
+        True
+    ] * len(naps)
+    assert [c.process_cpu_s is not None for c in calls] == [True, False, False, True, False]
+    assert all(c.cpu_s is not None for c in calls)  # the thread's clock: always
+
+
 @pytest.mark.usefixtures("ray_session")
 def test_the_report_after_shutdown_is_of_the_run_that_ended() -> None:
     """report() with no source, after ray.shutdown() in the same script: that run's."""

@@ -24,7 +24,15 @@ from raytrace_kit._serialization.walk import check_serializable
 from raytrace_kit._worker import parents, profilers, watch
 from raytrace_kit._worker import state as worker_state
 
-__all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
+__all__ = [
+    "PROCESS_CPU_MIN_S",
+    "Boundary",
+    "check_return",
+    "run",
+    "run_async",
+    "run_async_generator",
+    "run_generator",
+]
 
 _T = TypeVar("_T")
 
@@ -99,11 +107,13 @@ class Boundary:
             )
             if spec.options.log:
                 call.capture()
+                cpu = self.cpu
                 rss, private, max_rss, thread, process = _process.start_figures(
-                    call.started, process_cpu=self.cpu
+                    call.started,
+                    process_cpu=cpu and spec.fragment not in worker_state.state.short_calls,
                 )
                 call.rss_start = rss
-                if self.cpu:
+                if cpu:
                     self.cpu_started = (thread, process)
                 tail = encode.memory_members((rss, private, max_rss))
                 if self.arguments is not None:  # log_args=True: the user asked for them
@@ -181,17 +191,20 @@ class Boundary:
             return
         try:
             started = self.cpu_started
+            process_started = None if started is None else started[1]
             rss, private, max_rss, thread, process = _process.end_figures(
-                process_cpu=started is not None
+                process_cpu=process_started is not None
             )
+            duration = time.perf_counter() - call.started
             cpu_s = process_cpu_s = None
             if started is not None:
                 cpu_s = thread - started[0]
-                if process is not None and started[1] is not None:
-                    process_cpu_s = process - started[1]
+                if process is not None and process_started is not None:
+                    process_cpu_s = process - process_started
+                _short_or_not(self.spec.fragment, duration)
             tail = (
                 encode.end_members(
-                    time.perf_counter() - call.started,
+                    duration,
                     exc,
                     cpu_s,
                     rss_start=call.rss_start,
@@ -203,6 +216,22 @@ class Boundary:
             writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
         except Exception as error:
             writer.report_failure("end-call", "cannot record the end of the call", error)
+
+
+# The process's CPU clock sums every thread's time (about 22 in a Ray worker), and reading
+# it was the largest part of the boundary's cost in a busy actor. Next to a call of under
+# this long the figure says nothing (Ray's own threads' work is most of it), so a function
+# whose last call here was that short skips it: its calls' process_cpu_s is null until one
+# runs longer (that one too is null; the next has it).
+PROCESS_CPU_MIN_S = 0.01
+
+
+def _short_or_not(function: str, duration: float) -> None:
+    short = worker_state.state.short_calls
+    if duration < PROCESS_CPU_MIN_S:
+        short.add(function)
+    elif short:
+        short.discard(function)
 
 
 # The runners: one per kind of call, each only what its kind needs. ``tracker.__enter__()``
