@@ -158,7 +158,19 @@ def _session(arguments: argparse.Namespace) -> Any:
         _NoEventsError: It holds none.
     """
     from raytrace_kit._reports import header  # noqa: PLC0415 -- not for --help
-    from raytrace_kit._reports.session import open_session  # noqa: PLC0415
+
+    session, choice = _open(arguments)
+    _say(arguments, lambda: header.session_line(session, choice))
+    return session
+
+
+def _open(arguments: argparse.Namespace) -> tuple[Any, Any]:
+    """The session of ``arguments.source`` and how it was chosen, unsaid (see :func:`_session`).
+
+    Raises:
+        _NoEventsError: It holds no event files.
+    """
+    from raytrace_kit._reports.session import open_session  # noqa: PLC0415 -- not for --help
     from raytrace_kit._reports.sessions import choose_latest  # noqa: PLC0415
 
     choice = None
@@ -173,8 +185,7 @@ def _session(arguments: argparse.Namespace) -> Any:
             "on this machine that have some)"
         )
         raise _NoEventsError(msg)
-    _say(arguments, lambda: header.session_line(session, choice))
-    return session
+    return session, choice
 
 
 def _events(arguments: argparse.Namespace) -> int:
@@ -195,7 +206,26 @@ def _events(arguments: argparse.Namespace) -> int:
 
 
 def _report(arguments: argparse.Namespace) -> int:
-    made = live_commands.report(arguments, _on_cluster, _session)  # --address: on the nodes
+    opened: list[tuple[Any, Any]] = []
+
+    def session(arguments: argparse.Namespace) -> Any:
+        if arguments.since is not None or arguments.until is not None:
+            return _session(arguments)  # the line counts the whole run, the report a part
+        opened.append(_open(arguments))
+        return opened[0][0]
+
+    made = live_commands.report(arguments, _on_cluster, session)  # --address: on the nodes
+    if opened:  # the line, with the report's own counts: the files are read once, not twice
+        from raytrace_kit._reports import header  # noqa: PLC0415
+        from raytrace_kit._reports.counts import Counts  # noqa: PLC0415
+
+        (read, choice), overview = opened[0], getattr(made, "overview", None)
+        counts = None
+        if overview is not None:
+            counts = Counts(
+                overview["calls"], overview["failed"], overview["nodes"], overview["processes"]
+            )
+        _say(arguments, lambda: header.session_line(read, choice, counts))
     if isinstance(made, int):
         return made
     if arguments.html is not None:

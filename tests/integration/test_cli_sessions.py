@@ -193,6 +193,23 @@ class TestTheLine:
             1,
         )
 
+    def test_a_report_says_the_line_any_command_says(self, machine: Machine) -> None:
+        """report counts from its own pass over the files: the same line as events' count.
+
+        The older run has an interrupted call (a start without an end) and a failure.
+        """
+        said = {
+            command: _run(machine.live.root, command, str(machine.older), "--json").stderr
+            for command in ("report", "events")
+        }
+        assert said["report"] == said["events"]
+        assert said["report"].splitlines() == [
+            f"raytrace-kit: {machine.older} (started {_started(machine.older.name)}, ended, "
+            "1 node, 3 calls, 1 failed)"
+        ]
+        cut = _run(machine.live.root, "report", str(machine.older), "--since", "1970-01-01")
+        assert cut.stderr == said["events"]  # a time window: the line still counts it all
+
     def test_an_explicit_source_is_read_as_given(self, machine: Machine) -> None:
         """A SOURCE is the one read and named, default or not; --json lines stay JSON."""
         done = _run(machine.live.root, "events", str(machine.older), "--json")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from raytrace_kit._html import card, table
 from raytrace_kit._reports import running
-from raytrace_kit._reports.counts import count
+from raytrace_kit._reports.counts import Counts, count
 from raytrace_kit._reports.session import Session, first_last_stamps
 from raytrace_kit._reports.sessions import (
     Choice,
@@ -88,31 +88,34 @@ def _chosen(choice: Choice) -> str:
     return said
 
 
-def session_line(session: Session, choice: Choice | None = None) -> str:
+def session_line(
+    session: Session, choice: Choice | None = None, counts: Counts | None = None
+) -> str:
     """The line for a command that reads ``session``; ``choice``: it was the default.
 
     A session directory, or anything inside one, is named with its session's facts; a
     folder made by ``collect()`` with the cluster it came from; anything else by its first
-    event's time.
+    event's time. ``counts``: its calls, failures and nodes, if the command counted them
+    (a report does); else they are counted here.
     """
     root = session.root
     collected = _collected(root)
     home = session_dir_of(root) if root.is_dir() and not collected else None
     if home is not None:
-        summary = summarize(home, running.ray_processes(), session.files)
+        summary = summarize(home, running.ray_processes(), session.files, counts=counts)
         facts = _facts(summary)
-        counts = [_plural(summary.nodes, "node"), _plural(summary.calls, "call")]
-        counts.append(f"{summary.failures:,} failed")
-        said = ", ".join([*facts, *counts])
+        sizes = [_plural(summary.nodes, "node"), _plural(summary.calls, "call")]
+        sizes.append(f"{summary.failures:,} failed")
+        said = ", ".join([*facts, *sizes])
         return f"{PREFIX}{root} ({said}){_chosen(choice) if choice else ''}"
-    tally = count(session.files)
-    counts = [
+    tally = counts or count(session.files)
+    sizes = [
         _plural(tally.nodes, "node"),
         _plural(tally.calls, "call"),
         f"{tally.failures:,} failed",
     ]
     origin = collected or _first_event(session)
-    return f"{PREFIX}{root} ({', '.join([origin, *counts])})"
+    return f"{PREFIX}{root} ({', '.join([origin, *sizes])})"
 
 
 def _collected(root: Path) -> str | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit._reports import running
-from raytrace_kit._reports.counts import count
+from raytrace_kit._reports.counts import Counts, count
 from raytrace_kit.exceptions import EventsNotFoundError
 
 __all__ = [
@@ -192,14 +192,16 @@ def summarize(
     *,
     default: bool = False,
     not_driver: int | None = None,
+    counts: Counts | None = None,
 ) -> SessionSummary:
     """A session at a glance; ``files`` are its event files (default: its ``kit_files``).
 
     ``processes`` are the Ray processes running here (:func:`running.ray_processes`);
-    ``not_driver`` is a pid connected as a driver that is not the run's (``collect``'s own).
+    ``not_driver`` is a pid connected as a driver that is not the run's (``collect``'s own);
+    ``counts``, the files' calls if the caller has them (else counted here).
     """
     files = kit_files(session_dir) if files is None else files
-    counts = count(files)
+    counts = counts or count(files)
     here = os.path.realpath(session_dir)
     mine = [p for p in processes or [] if os.path.realpath(p.session_dir) == here]
     address = next((p.gcs_address for p in mine if p.gcs_address), None)
