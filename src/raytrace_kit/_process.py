@@ -23,6 +23,7 @@ if sys.platform != "win32":  # Windows has no resource module
     import resource
 
 __all__ = [
+    "PROCESS_CPU_MIN_S",
     "REUSE_S",
     "ProcessIdentity",
     "ProcessState",
@@ -31,6 +32,7 @@ __all__ = [
     "memory_figures",
     "new_call_id",
     "process_identity",
+    "ran",
     "reset",
     "running_task",
     "start_figures",
@@ -71,6 +73,7 @@ class ProcessState:
         # The figures the last call.end read: (perf_counter, rss, rss - shr, max_rss,
         # process CPU), which a call starting right after it takes as its own (start_figures).
         self.last_end: tuple[float, int | None, int | None, int | None, float | None] | None = None
+        self.short_calls: set[str] = set()  # functions whose last call was short (see ran())
 
     def close(self) -> None:
         """Close the statm file and forget everything (reset, and a forked child's copy)."""
@@ -257,6 +260,22 @@ def end_figures(
     figures = call_figures(process_cpu=process_cpu)
     state.last_end = (time.perf_counter(), *figures[:3], figures[4])
     return figures
+
+
+# The process's CPU clock sums every thread's time (about 22 in a Ray worker), and reading
+# it was the largest part of the boundary's cost in a busy actor. Beside a call shorter than
+# this the figure says little (Ray's own threads' work is most of it), so a function whose
+# last call here was that short skips it: its next call's process_cpu_s is null.
+PROCESS_CPU_MIN_S = 0.01
+
+
+def ran(function: str, duration: float) -> None:
+    """A call of ``function`` took ``duration``: whether its next call reads the process clock."""
+    short = state.short_calls
+    if duration < PROCESS_CPU_MIN_S:
+        short.add(function)
+    elif short:
+        short.discard(function)
 
 
 # On Linux a thread's rusage carries the process's high-water RSS too (the mm's), and costs

@@ -105,25 +105,6 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("-o", "--output", type=Path, help="destination directory")
     collect.add_argument("--no-profiles", action="store_true", help="leave profile captures")
 
-    stuck = add(
-        "stuck",
-        help="what every call in flight waits on, now; deadlocks named",
-        description="Attach to a running cluster (through Ray: no dashboard, SSH or ptrace) "
-        "and say, for every call in flight, where it is and why it is not done: what a "
-        "pending call waits for, which calls a running call waits on, every deadlock.",
-    )
-    stuck.add_argument(
-        "--address",
-        default="auto",
-        help="the cluster, HOST:PORT (default: auto, the one running here; with several "
-        "running, it lists them and stops)",
-    )
-    stuck.add_argument("--json", action="store_true", help="print it as JSON")
-    stuck.add_argument("--html", type=Path, help="also write it as an HTML file")
-    stuck.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds to wait for the nodes (30)"
-    )
-
     live_commands.add_commands(add, report)
     otel_command.add_command(commands, [quiet])
 
@@ -151,26 +132,17 @@ def _say(arguments: argparse.Namespace, line: Callable[[], str]) -> None:
     print(said, file=sys.stderr, flush=True)
 
 
-def _session(arguments: argparse.Namespace) -> Any:
+def _session(arguments: argparse.Namespace, later: list[Any] | None = None) -> Any:
     """The session of ``arguments.source``, which must hold event files; said on stderr.
+
+    With ``later`` (a report's), ``(session, choice)`` goes there to be said with the
+    report's own counts, unless a time window cuts the report short of the whole run.
 
     Raises:
         _NoEventsError: It holds none.
     """
     from raytrace_kit._reports import header  # noqa: PLC0415 -- not for --help
-
-    session, choice = _open(arguments)
-    _say(arguments, lambda: header.session_line(session, choice))
-    return session
-
-
-def _open(arguments: argparse.Namespace) -> tuple[Any, Any]:
-    """The session of ``arguments.source`` and how it was chosen, unsaid (see :func:`_session`).
-
-    Raises:
-        _NoEventsError: It holds no event files.
-    """
-    from raytrace_kit._reports.session import open_session  # noqa: PLC0415 -- not for --help
+    from raytrace_kit._reports.session import open_session  # noqa: PLC0415
     from raytrace_kit._reports.sessions import choose_latest  # noqa: PLC0415
 
     choice = None
@@ -185,7 +157,11 @@ def _open(arguments: argparse.Namespace) -> tuple[Any, Any]:
             "on this machine that have some)"
         )
         raise _NoEventsError(msg)
-    return session, choice
+    if later is not None and arguments.since is None and arguments.until is None:
+        later.append((session, choice))
+    else:
+        _say(arguments, lambda: header.session_line(session, choice))
+    return session
 
 
 def _events(arguments: argparse.Namespace) -> int:
@@ -206,26 +182,7 @@ def _events(arguments: argparse.Namespace) -> int:
 
 
 def _report(arguments: argparse.Namespace) -> int:
-    opened: list[tuple[Any, Any]] = []
-
-    def session(arguments: argparse.Namespace) -> Any:
-        if arguments.since is not None or arguments.until is not None:
-            return _session(arguments)  # the line counts the whole run, the report a part
-        opened.append(_open(arguments))
-        return opened[0][0]
-
-    made = live_commands.report(arguments, _on_cluster, session)  # --address: on the nodes
-    if opened:  # the line, with the report's own counts: the files are read once, not twice
-        from raytrace_kit._reports import header  # noqa: PLC0415
-        from raytrace_kit._reports.counts import Counts  # noqa: PLC0415
-
-        (read, choice), overview = opened[0], getattr(made, "overview", None)
-        counts = None
-        if overview is not None:
-            counts = Counts(
-                overview["calls"], overview["failed"], overview["nodes"], overview["processes"]
-            )
-        _say(arguments, lambda: header.session_line(read, choice, counts))
+    made = live_commands.report(arguments, _on_cluster, _session, _say)  # --address: nodes
     if isinstance(made, int):
         return made
     if arguments.html is not None:

@@ -194,7 +194,7 @@ class TestTheLine:
         )
 
     def test_a_report_says_the_line_any_command_says(self, machine: Machine) -> None:
-        """report counts from its own pass over the files: the same line as events' count.
+        """A report counts in its own pass over the files: the same line as events' count.
 
         The older run has an interrupted call (a start without an end) and a failure.
         """

@@ -321,9 +321,8 @@ def test_process_cpu_is_read_unless_the_last_call_was_short() -> None:
     for seconds in naps:  # one at a time: each call's "last call" is the one before
         assert ray.get(napper.nap.remote(seconds)) == seconds
     calls = raytrace_kit.open_session().calls(function="Napper.nap")[-len(naps) :]
-    assert [c.duration_s is not None and c.duration_s >= s for c, s in zip(calls, naps)] == [
-        True
-    ] * len(naps)
+    took = [c.duration_s for c in calls]
+    assert all(d is not None and d >= s for d, s in zip(took, naps, strict=True)), took
     assert [c.process_cpu_s is not None for c in calls] == [True, False, False, True, False]
     assert all(c.cpu_s is not None for c in calls)  # the thread's clock: always
 

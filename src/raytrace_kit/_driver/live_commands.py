@@ -1,4 +1,4 @@
-"""``raytrace-kit top``, ``tail`` and ``report --address``: a running cluster read on its nodes.
+"""``raytrace-kit stuck``, ``top``, ``tail``, ``report --address``: a running cluster.
 
 Importing this module imports no Ray: the ``raytrace-kit`` command builds its parser from
 it. Each command attaches as ``stuck`` and ``collect`` do (``cli._on_cluster``: the
@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_commands", "commands", "report"]
@@ -22,12 +23,31 @@ _EXIT_USAGE = 2
 def add_commands(
     add: Callable[..., argparse.ArgumentParser], report: argparse.ArgumentParser
 ) -> None:
-    """Add ``top`` and ``tail`` to the ``raytrace-kit`` command, and ``--address`` to ``report``."""
+    """Add ``stuck``, ``top``, ``tail`` to ``raytrace-kit``, and ``--address`` to ``report``."""
     report.add_argument(
         "--address",
         help="report on a running cluster (HOST:PORT, or auto): each node tallies its own "
         "files and only the tallies travel; the same report as collect, then report",
     )
+    stuck = add(
+        "stuck",
+        help="what every call in flight waits on, now; deadlocks named",
+        description="Attach to a running cluster (through Ray: no dashboard, SSH or ptrace) "
+        "and say, for every call in flight, where it is and why it is not done: what a "
+        "pending call waits for, which calls a running call waits on, every deadlock.",
+    )
+    stuck.add_argument(
+        "--address",
+        default="auto",
+        help="the cluster, HOST:PORT (default: auto, the one running here; with several "
+        "running, it lists them and stops)",
+    )
+    stuck.add_argument("--json", action="store_true", help="print it as JSON")
+    stuck.add_argument("--html", type=Path, help="also write it as an HTML file")
+    stuck.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the nodes (30)"
+    )
+
     top = add(
         "top",
         help="watch a running cluster live: functions, stragglers, failures, nodes",
@@ -59,16 +79,28 @@ def add_commands(
 def report(
     arguments: argparse.Namespace,
     on_cluster: OnCluster,
-    session: Callable[[argparse.Namespace], Any],
+    session: Callable[[argparse.Namespace, list[Any]], Any],
+    say: Callable[[argparse.Namespace, Callable[[], str]], None],
 ) -> Any:
     """``report``: of ``SOURCE`` (its ``session``), or with ``--address`` of a cluster's nodes.
 
-    The report, or an exit code.
+    The line naming ``SOURCE`` is said after the report, with its counts: the files are
+    read once, not counted first (``session`` leaves the line to us unless a time window
+    cuts the report short of the whole run). The report, or an exit code.
     """
     import raytrace_kit  # noqa: PLC0415
 
     if arguments.address is None:
-        return raytrace_kit.report(session(arguments), since=arguments.since, until=arguments.until)
+        later: list[Any] = []
+        made = raytrace_kit.report(
+            session(arguments, later), since=arguments.since, until=arguments.until
+        )
+        if later:
+            from raytrace_kit._reports import header  # noqa: PLC0415
+
+            read, choice = later[0]
+            say(arguments, lambda: header.session_line(read, choice, header.counted(made)))
+        return made
     if arguments.source != "latest":
         print("raytrace-kit report: give SOURCE or --address, not both", file=sys.stderr)
         return _EXIT_USAGE

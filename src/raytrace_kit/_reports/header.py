@@ -13,6 +13,7 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from raytrace_kit._html import card, table
 from raytrace_kit._reports import running
@@ -31,6 +32,7 @@ __all__ = [
     "PREFIX",
     "cluster_line",
     "cluster_listing",
+    "counted",
     "session_line",
     "sessions_html",
     "sessions_line",
@@ -116,6 +118,14 @@ def session_line(
     ]
     origin = collected or _first_event(session)
     return f"{PREFIX}{root} ({', '.join([origin, *sizes])})"
+
+
+def counted(report: Any) -> Counts | None:
+    """A report's calls, failures, nodes and processes, as :func:`count` gives the files'."""
+    overview = getattr(report, "overview", None)
+    if overview is None:
+        return None
+    return Counts(overview["calls"], overview["failed"], overview["nodes"], overview["processes"])
 
 
 def _collected(root: Path) -> str | None:

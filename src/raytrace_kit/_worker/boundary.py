@@ -25,7 +25,6 @@ from raytrace_kit._worker import parents, profilers, watch
 from raytrace_kit._worker import state as worker_state
 
 __all__ = [
-    "PROCESS_CPU_MIN_S",
     "Boundary",
     "check_return",
     "run",
@@ -110,7 +109,7 @@ class Boundary:
                 cpu = self.cpu
                 rss, private, max_rss, thread, process = _process.start_figures(
                     call.started,
-                    process_cpu=cpu and spec.fragment not in worker_state.state.short_calls,
+                    process_cpu=cpu and spec.fragment not in _process.state.short_calls,
                 )
                 call.rss_start = rss
                 if cpu:
@@ -201,7 +200,7 @@ class Boundary:
                 cpu_s = thread - started[0]
                 if process is not None and process_started is not None:
                     process_cpu_s = process - process_started
-                _short_or_not(self.spec.fragment, duration)
+                _process.ran(self.spec.fragment, duration)
             tail = (
                 encode.end_members(
                     duration,
@@ -216,22 +215,6 @@ class Boundary:
             writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
         except Exception as error:
             writer.report_failure("end-call", "cannot record the end of the call", error)
-
-
-# The process's CPU clock sums every thread's time (about 22 in a Ray worker), and reading
-# it was the largest part of the boundary's cost in a busy actor. Next to a call of under
-# this long the figure says nothing (Ray's own threads' work is most of it), so a function
-# whose last call here was that short skips it: its calls' process_cpu_s is null until one
-# runs longer (that one too is null; the next has it).
-PROCESS_CPU_MIN_S = 0.01
-
-
-def _short_or_not(function: str, duration: float) -> None:
-    short = worker_state.state.short_calls
-    if duration < PROCESS_CPU_MIN_S:
-        short.add(function)
-    elif short:
-        short.discard(function)
 
 
 # The runners: one per kind of call, each only what its kind needs. ``tracker.__enter__()``

@@ -38,9 +38,6 @@ class WorkerState:
                 os.close(fd)
         self.lock = threading.Lock()
         self.running_calls: dict[int, ActiveCall] = {}  # id(call) -> call, for live stacks
-        # Functions (their spec's fragment) whose last call ran under PROCESS_CPU_MIN_S:
-        # their next call does not read the process's CPU clock (see .boundary).
-        self.short_calls: set[str] = set()
         self.parents_hooked = False  # ActorMethod._remote carries parents (see .parents)
         self.cancel_hooked = False  # ray.cancel leaves a call.cancel record (see .submitted)
         self.program_installed = False  # instrument()'s hooks, in a worker (see .boundary)
