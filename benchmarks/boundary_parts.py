@@ -14,6 +14,10 @@ printed, with a noise floor (the same variant measured twice).
   render a call line          one call.start line, rendered to bytes (a call renders two)
   write a line                one append to the event file (a call writes two)
   timestamp                   the ISO 8601 time of one line
+Then the same boundary in calls Ray delivers (a debuggable actor called N times from the
+driver, as overhead.py calls it): the kit's thread CPU per call, timed in the worker around
+the boundary less the method. Ray's own work between calls leaves the caches cold, so this
+is what a call costs for real (2.5 to 3 times the figure of the tight loop, 2026-11-28).
 
 Run: python benchmarks/boundary_parts.py [--calls 20000] [--rounds 9]
 """
@@ -58,7 +62,8 @@ class Bench:
             "whole call, log=True (2)": logged.echo,
             "whole call, log=False": quiet.echo,
             "plain method": plain.echo,
-            "figures (3 syscalls)": lambda _: _process.call_figures(process_cpu=True),
+            # What a short call reads, at each end (the process's clock only after a long one)
+            "figures (2 syscalls)": lambda _: _process.call_figures(process_cpu=False),
             "Ray ids": lambda _: _process.running_task(),
             "render a call line": lambda _: encode.call_line("call.start", "info", call.fragment),
             "write a line": lambda _: write(line),
@@ -77,11 +82,64 @@ class Bench:
         return samples
 
 
+class Probe:
+    """A debuggable actor that times, in its worker, the kit's part of each call it gets."""
+
+    def __init__(self) -> None:
+        method = type(self).echo  # the kit's wrapper; the one that calls the boundary's run
+        while "run" not in method.__globals__ and hasattr(method, "__wrapped__"):
+            method = method.__wrapped__
+        names, clock = method.__globals__, time.thread_time
+        boundary, self.kit = names["run"], []
+
+        def run(spec: Any, fn: Any, args: Any, kwargs: Any, *more: Any, **options: Any) -> Any:
+            inside = [0.0]
+
+            def user(*a: Any, **k: Any) -> Any:
+                began = clock()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    inside[0] = clock() - began
+
+            began = clock()
+            try:
+                return boundary(spec, user, args, kwargs, *more, **options)
+            finally:
+                self.kit.append((clock() - began - inside[0]) * 1e6)
+
+        names["run"] = run
+
+    def echo(self, x: int) -> int:
+        return x
+
+    def take(self) -> float:
+        """The median of the calls since the last take, in µs."""
+        kit, self.kit = self.kit, []
+        return statistics.median(kit)
+
+
+def delivered(calls: int, rounds: int) -> list[float]:
+    """The kit's thread CPU per call (µs) in calls Ray delivers, a median per round."""
+    from raytrace_kit import debuggable  # noqa: PLC0415
+
+    probe = debuggable(ray.remote(Probe)).remote()
+    ray.get([probe.echo.remote(i) for i in range(calls)])  # warm up
+    ray.get(probe.take.remote())
+    medians = []
+    for _ in range(rounds):
+        ray.get([probe.echo.remote(i) for i in range(calls)])
+        medians.append(ray.get(probe.take.remote()))
+    return medians
+
+
 def main() -> None:
     args = arguments(__doc__, calls=20000, rounds=9)
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     bench = Bench.remote()  # held: Ray before 2.50 loses a handle nothing holds
     samples = ray.get(bench.run.remote(args.calls, args.rounds))
+    ray.kill(bench)
+    real = delivered(min(args.calls, 4000), args.rounds)
     ray.shutdown()
     medians = {name: statistics.median(values) for name, values in samples.items()}
     print(f"\nThread CPU per call in a Ray worker (median of {args.rounds} interleaved rounds)")
@@ -91,7 +149,7 @@ def main() -> None:
     print(f"  noise floor (log=True twice): {floor:.3f}")
     kit = medians["whole call, log=True"] - medians["plain method"]
     parts = {
-        "figures x2": 2 * medians["figures (3 syscalls)"],
+        "figures x2": 2 * medians["figures (2 syscalls)"],
         "Ray ids": medians["Ray ids"],
         "render x2": 2 * medians["render a call line"],
         "write x2": 2 * medians["write a line"],
@@ -101,6 +159,11 @@ def main() -> None:
         print(f"  {name:<12}{value:7.2f} us  ({value / kit:5.1%})")
     rest = kit - sum(parts.values())
     print(f"  {'the rest':<12}{rest:7.2f} us  ({rest / kit:5.1%}): context, ids, bookkeeping")
+    print(
+        f"\nThe kit's share in calls Ray delivers: {statistics.median(real):.2f} us "
+        f"(round medians {min(real):.2f} to {max(real):.2f}), {statistics.median(real) / kit:.1f}x "
+        "the tight loop's"
+    )
 
 
 if __name__ == "__main__":
