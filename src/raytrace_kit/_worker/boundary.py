@@ -24,14 +24,7 @@ from raytrace_kit._serialization.walk import check_serializable
 from raytrace_kit._worker import parents, profilers, watch
 from raytrace_kit._worker import state as worker_state
 
-__all__ = [
-    "Boundary",
-    "check_return",
-    "run",
-    "run_async",
-    "run_async_generator",
-    "run_generator",
-]
+__all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
 
 _T = TypeVar("_T")
 
