@@ -133,21 +133,54 @@ def _this_thread_only() -> None:
         return
     tool = monitoring.PROFILER_ID
     owner = threading.get_ident()
-    get_ident = threading.get_ident
-    for name in dir(monitoring.events):
-        event = getattr(monitoring.events, name)
+    events = monitoring.events
+    for name in dir(events):
+        event = getattr(events, name)
         if not isinstance(event, int) or event <= 0 or event & (event - 1):
             continue  # NO_EVENTS and unions of events are not registration keys
         callback = monitoring.register_callback(tool, event, None)
-        if callback is None:
-            continue
+        if callback is not None:
+            arity = _ARITY.get(name, 0)
+            monitoring.register_callback(tool, event, _filter(callback, owner, arity))
 
-        def filtered(*args: Any, _callback: Any = callback) -> Any:
-            if get_ident() == owner:
-                return _callback(*args)
-            return None
 
-        monitoring.register_callback(tool, event, filtered)
+# The arguments of each sys.monitoring callback (its docs); any other event: *args.
+_ARITY = {"PY_START": 2, "PY_RESUME": 2, "LINE": 2, "INSTRUCTION": 2, "CALL": 4}
+_ARITY |= {"C_RETURN": 4, "C_RAISE": 4, "PY_RETURN": 3, "PY_YIELD": 3, "PY_THROW": 3}
+_ARITY |= {"PY_UNWIND": 3, "RAISE": 3, "RERAISE": 3, "EXCEPTION_HANDLED": 3}
+
+
+def _filter(callback: Any, owner: int, arity: int) -> Any:
+    """``callback`` called only in thread ``owner``; an exact arity costs no tuple.
+
+    A Python function between ``sys.monitoring`` and cProfile's C callbacks: a profiled
+    block runs 2.5 to 3.2 times as long as under cProfile alone (calls of a tiny function,
+    Python 3.12 and 3.13, 2026-11-28), the price of a profile of one thread.
+    """
+    get_ident = threading.get_ident
+    if arity == 0:
+
+        def filtered(*args: Any) -> Any:
+            return callback(*args) if get_ident() == owner else None
+
+        return filtered
+    if arity == 2:
+
+        def filtered2(code: Any, offset: int) -> Any:
+            return callback(code, offset) if get_ident() == owner else None
+
+        return filtered2
+    if arity == 3:
+
+        def filtered3(code: Any, offset: int, value: Any) -> Any:
+            return callback(code, offset, value) if get_ident() == owner else None
+
+        return filtered3
+
+    def filtered4(code: Any, offset: int, value: Any, arg: Any) -> Any:
+        return callback(code, offset, value, arg) if get_ident() == owner else None
+
+    return filtered4
 
 
 def _in_stdlib(filename: str) -> bool:
