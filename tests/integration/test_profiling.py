@@ -407,6 +407,25 @@ def builds_in_a_task(mib: int) -> int:
     return len(build_buffer(mib))
 
 
+@debuggable(profile="memray", stuck_after=0.05)
+@ray.remote
+def builds_while_reported_stuck(mib: int, log_dir: str) -> int:
+    """Allocates, then waits until the kit's thread has reported it stuck (and allocated).
+
+    The event files are read as plain files: the kit's own readers, called here, would be
+    frames of the kit's in the call's flame graph, rightly.
+    """
+    data = build_buffer(mib)
+    mark = b'"event":"call.stuck"'
+    name = f'"function":"{__name__}.builds_while_reported_stuck"'.encode()
+    for _ in range(6000):  # at most a minute: the report comes within 0.1 s on a quiet machine
+        for path in Path(log_dir).glob("events-*.jsonl"):
+            if any(mark in line and name in line for line in path.read_bytes().splitlines()):
+                return len(data)
+        time.sleep(0.01)
+    return len(data)
+
+
 @debuggable(profile="memray")
 @ray.remote
 def builds_in_a_generator(mib: int):  # type: ignore[no-untyped-def]  # a generator task
@@ -515,9 +534,35 @@ class TestMemrayStacks:
             index = todo.pop()
             reachable.append(index)
             todo.extend(nodes["children"][index])
-        assert not [i for i in reachable if "raytrace_kit" in strings[nodes["filename"][i]]]
+        assert not [
+            (strings[nodes["function"][i]], strings[nodes["filename"][i]], nodes["lineno"][i])
+            for i in reachable
+            if "raytrace_kit" in strings[nodes["filename"][i]]
+        ]
         (top,) = nodes["children"][0]
         assert strings[nodes["function"][top]] == "builds_in_a_task"
+
+    def test_flamegraph_leaves_out_the_kits_threads(self, tmp_path: Path) -> None:
+        """The kit's thread, reporting the call stuck as it runs, is not in its flame graph."""
+        log_dir = str(raytrace_kit.log_dir())
+        assert ray.get(builds_while_reported_stuck.remote(8, log_dir)) == 8 * MIB
+        (stuck, *_) = events_of(builds_while_reported_stuck, "call.stuck")
+        (end,) = events_of(builds_while_reported_stuck, "call.end")
+        assert stuck["call_id"] == end["call_id"]  # reported while memray tracked it
+        page = flamegraph(end["profile_path"], out=tmp_path / "flame.html").read_text()
+        data = json.loads(re.search(r"const packed_data = (\{.*?\});\n", page, re.S)[1])
+        nodes, strings = data["nodes"], data["strings"]
+        reachable, todo = [], list(nodes["children"][0])
+        while todo:
+            index = todo.pop()
+            reachable.append(index)
+            todo.extend(nodes["children"][index])
+        files = {strings[nodes["filename"][i]] for i in reachable}
+        assert not [f for f in files if "raytrace_kit" in f]
+        # Under the root, the call's own lines only (memray draws a node per line).
+        assert {strings[nodes["function"][i]] for i in nodes["children"][0]} == {
+            "builds_while_reported_stuck"
+        }
 
 
 class TestUserTrackers:
