@@ -151,16 +151,21 @@ def test_tail_follows_another_node_in_order_and_opens_no_port(
     """tail: an actor's calls on node 2 show as they are written, in order; no port opened."""
     ticker = Ticker.options(resources={"node2": 0.01}).remote()
     follower = subprocess.Popen(
-        [sys.executable, "-u", "-m", "raytrace_kit", "tail", "--address", workload["address"],
-         "--json", "--function", "tick"],
+        [sys.executable, "-X", "faulthandler", "-u", "-m", "raytrace_kit", "tail", "--address",
+         workload["address"], "--json", "--function", "tick"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     lines: list[dict[str, Any]] = []
-    reader = threading.Thread(
-        target=lambda: lines.extend(json.loads(line) for line in follower.stdout or []),
-        daemon=True,
-    )
-    reader.start()
+    said: list[str] = []  # its stderr, drained as it comes (a full pipe would block it)
+    readers = [
+        threading.Thread(target=target, daemon=True)
+        for target in (
+            lambda: lines.extend(json.loads(line) for line in follower.stdout or []),
+            lambda: said.extend(follower.stderr or []),
+        )
+    ]
+    for reader in readers:
+        reader.start()
     node2 = next(n["NodeID"] for n in ray.nodes() if "node2" in n["Resources"])
 
     def ends() -> int:
@@ -194,8 +199,15 @@ def test_tail_follows_another_node_in_order_and_opens_no_port(
         )
     finally:
         follower.send_signal(signal.SIGINT)  # Ctrl-C: it stops, as a user stops it
-        assert follower.wait(timeout=60) == 0
+        try:
+            code = follower.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it hangs: faulthandler's stacks
+            follower.send_signal(signal.SIGABRT)
+            follower.wait(timeout=30)
+            readers[1].join(timeout=30)  # the pipe read to its end
+            code = None
         ray.kill(ticker)
+        assert code == 0, "".join(said)[-20_000:]
 
 
 class _Counting(NotebookClient):
