@@ -42,6 +42,23 @@ def run_cli(*arguments: str, stdin: str = "") -> subprocess.CompletedProcess[str
     )
 
 
+# `python -m raytrace_kit`, with Ctrl-C as a terminal gives it: a suite started from a
+# shell's background job (`.ci/run &`) inherits SIGINT ignored, as `sleep 100 &` does, and
+# so would every process it starts, the command a test stops with SIGINT among them.
+_CTRL_C = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('raytrace_kit', run_name='__main__', alter_sys=True)"
+)
+
+
+def cli_command(*arguments: str) -> list[str]:
+    """The argv of ``python -m raytrace_kit ARGUMENTS`` that Ctrl-C (SIGINT) stops.
+
+    Under ``faulthandler``: a test that finds it hung sends SIGABRT for its stacks.
+    """
+    return [sys.executable, "-X", "faulthandler", "-u", "-c", _CTRL_C, *arguments]
+
+
 def start_shared_ray() -> None:
     """Start the session's Ray instance if it is not running (it is shared by tests)."""
     if not ray.is_initialized():

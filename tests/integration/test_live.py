@@ -151,8 +151,9 @@ def test_tail_follows_another_node_in_order_and_opens_no_port(
     """tail: an actor's calls on node 2 show as they are written, in order; no port opened."""
     ticker = Ticker.options(resources={"node2": 0.01}).remote()
     follower = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-u", "-m", "raytrace_kit", "tail", "--address",
-         workload["address"], "--json", "--function", "tick"],
+        helpers.cli_command(
+            "tail", "--address", workload["address"], "--json", "--function", "tick"
+        ),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     lines: list[dict[str, Any]] = []

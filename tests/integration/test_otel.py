@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,8 +252,9 @@ def test_follow_sends_spans_as_calls_end(
     """While a call runs, the calls it submitted that ended are already in its trace."""
     session_dir = Path(helpers.ray_session_dir())
     follower = subprocess.Popen(
-        [sys.executable, "-m", "raytrace_kit", "export", "otlp", str(session_dir),
-         "--follow", "--endpoint", collector.url],
+        helpers.cli_command(
+            "export", "otlp", str(session_dir), "--follow", "--endpoint", collector.url
+        ),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
