@@ -407,6 +407,22 @@ def builds_in_a_task(mib: int) -> int:
     return len(build_buffer(mib))
 
 
+def drawn(page: str) -> tuple[list[tuple[str, str, int]], list[str]]:
+    """What a memray flame graph page draws, read from its embedded data.
+
+    Every frame under the root as (function, file, line), and the root's children's names.
+    """
+    data = json.loads(re.search(r"const packed_data = (\{.*?\});\n", page, re.S)[1])
+    nodes, strings = data["nodes"], data["strings"]
+    frames, todo = [], list(nodes["children"][0])
+    while todo:
+        index = todo.pop()
+        name, file = strings[nodes["function"][index]], strings[nodes["filename"][index]]
+        frames.append((name, file, nodes["lineno"][index]))
+        todo.extend(nodes["children"][index])
+    return frames, [strings[nodes["function"][i]] for i in nodes["children"][0]]
+
+
 @debuggable(profile="memray", stuck_after=0.05)
 @ray.remote
 def builds_while_reported_stuck(mib: int, log_dir: str) -> int:
@@ -527,20 +543,9 @@ class TestMemrayStacks:
         assert "build_buffer" in page
         assert "builds_in_a_task" in page
         # The graph starts at the user's function: no frame of the kit's under the root.
-        data = json.loads(re.search(r"const packed_data = (\{.*?\});\n", page, re.S)[1])
-        nodes, strings = data["nodes"], data["strings"]
-        reachable, todo = [], list(nodes["children"][0])
-        while todo:
-            index = todo.pop()
-            reachable.append(index)
-            todo.extend(nodes["children"][index])
-        assert not [
-            (strings[nodes["function"][i]], strings[nodes["filename"][i]], nodes["lineno"][i])
-            for i in reachable
-            if "raytrace_kit" in strings[nodes["filename"][i]]
-        ]
-        (top,) = nodes["children"][0]
-        assert strings[nodes["function"][top]] == "builds_in_a_task"
+        frames, tops = drawn(page)
+        assert not [frame for frame in frames if "raytrace_kit" in frame[1]]
+        assert tops == ["builds_in_a_task"]
 
     def test_flamegraph_leaves_out_the_kits_threads(self, tmp_path: Path) -> None:
         """The kit's thread, reporting the call stuck as it runs, is not in its flame graph."""
@@ -550,19 +555,10 @@ class TestMemrayStacks:
         (end,) = events_of(builds_while_reported_stuck, "call.end")
         assert stuck["call_id"] == end["call_id"]  # reported while memray tracked it
         page = flamegraph(end["profile_path"], out=tmp_path / "flame.html").read_text()
-        data = json.loads(re.search(r"const packed_data = (\{.*?\});\n", page, re.S)[1])
-        nodes, strings = data["nodes"], data["strings"]
-        reachable, todo = [], list(nodes["children"][0])
-        while todo:
-            index = todo.pop()
-            reachable.append(index)
-            todo.extend(nodes["children"][index])
-        files = {strings[nodes["filename"][i]] for i in reachable}
-        assert not [f for f in files if "raytrace_kit" in f]
+        frames, tops = drawn(page)
+        assert not [frame for frame in frames if "raytrace_kit" in frame[1]]
         # Under the root, the call's own lines only (memray draws a node per line).
-        assert {strings[nodes["function"][i]] for i in nodes["children"][0]} == {
-            "builds_while_reported_stuck"
-        }
+        assert set(tops) == {"builds_while_reported_stuck"}
 
 
 class TestUserTrackers:
