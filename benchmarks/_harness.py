@@ -95,3 +95,12 @@ def arguments(doc: str, calls: int, rounds: int) -> argparse.Namespace:
         help="keep adding rounds until two identical variants agree within 3%% (or this)",
     )
     return parser.parse_args()
+
+
+def actor_calls(handle: object, n: int) -> float:
+    """Wall seconds of ``n`` calls of ``handle.echo``, submitted together, then one ``ray.get``."""
+    import ray  # noqa: PLC0415 -- only the Ray benchmarks need it
+
+    start = time.perf_counter()
+    ray.get([handle.echo.remote(i) for i in range(n)])  # type: ignore[attr-defined]
+    return time.perf_counter() - start

@@ -170,7 +170,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "session"
         path.mkdir()
-        write_real_session(path, args.calls)
+        write_real_session(path, args.calls, submits=False)  # --submits adds its own
         submitted = add_submissions(path) if args.submits else 0
         lines = sum(sum(1 for _ in f.open("rb")) for f in path.glob("*.jsonl"))
         size = sum(f.stat().st_size for f in path.iterdir())

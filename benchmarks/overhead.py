@@ -23,7 +23,7 @@ import sys
 import time
 
 import ray
-from _harness import arguments, interleave_until_stable, print_ratios
+from _harness import actor_calls, arguments, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 
@@ -40,12 +40,6 @@ class Echo:
 def time_tasks(fn, n: int) -> float:
     start = time.perf_counter()
     ray.get([fn.remote(i) for i in range(n)])
-    return time.perf_counter() - start
-
-
-def time_actor(handle, n: int) -> float:
-    start = time.perf_counter()
-    ray.get([handle.echo.remote(i) for i in range(n)])
     return time.perf_counter() - start
 
 
@@ -90,12 +84,12 @@ def main() -> None:
     # Warm up: workers started, functions exported, actors alive.
     for label, variant in variants.items():
         time_tasks(variant, 200)
-        time_actor(actors[label], 200)
+        actor_calls(actors[label], 200)
 
     both = interleave_until_stable(
         {
             **{f"task {k}": (lambda v=v: time_tasks(v, n)) for k, v in variants.items()},
-            **{f"actor {k}": (lambda a=a: time_actor(a, n)) for k, a in actors.items()},
+            **{f"actor {k}": (lambda a=a: actor_calls(a, n)) for k, a in actors.items()},
         },
         args.rounds,
         args.max_rounds,

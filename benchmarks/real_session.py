@@ -7,6 +7,10 @@ Its children run in other processes, as Ray runs them, and it ends after them. 2
 fail with a real traceback (chained, about 1.5 KB); a few hundred of those are retried
 (attempt 1) and succeed; a handful never end; a few calls straggle.
 
+Every call has its ``call.submit`` record, as the kit writes them: the driver's (a process
+of its own, with its file) for top-level calls, the parent's for its children, each with
+the line of code that submitted it; so a million events are about 333,000 calls.
+
 Calls are scheduled on a simulated clock (each process runs one call at a time, the next
 call goes to the process free first) and written through the kit's own renderer and
 writer, stamped with the clock's times, so durations, overlaps and the order of each
@@ -22,7 +26,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from raytrace_kit._output import encode
+from raytrace_kit._output import encode, submissions
 from raytrace_kit._output.writer import EventWriter
 from raytrace_kit._process import ProcessIdentity
 
@@ -119,16 +123,24 @@ class _Process:
 class _Run:
     """The simulated run: schedules calls on processes and writes them."""
 
-    def __init__(self, directory: Path, calls: int, seed: int = 26) -> None:
+    def __init__(
+        self, directory: Path, calls: int, seed: int = 26, *, submits: bool = True
+    ) -> None:
+        self.submits = submits
         self.rng = rng = random.Random(seed)  # noqa: S311 -- a reproducible run, no secret
         self.calls = calls
         self.written = 0
+        self.events = 0
         self.clock = _Clock()
         self.origin = float(int(time.time() - 3 * 86400))  # long gone: no pid is its process
         nodes = [rng.randbytes(28).hex() for _ in range(NODES)]
         self.processes = [
             _Process(i, nodes[i // PER_NODE], rng, directory) for i in range(NODES * PER_NODE)
         ]
+        self.driver = _Process(-1, nodes[0], rng, directory)  # pid 2999: the driver
+        self.driver.identity = ProcessIdentity(
+            JOB, nodes[0], rng.randbytes(28).hex(), 2999, is_worker=False
+        )
         hosts = [self.processes[PER_NODE * n + PER_NODE - 1] for n in range(NODES)]
         self.actors = {
             "etl.store.Store": (hosts[0], rng.randbytes(16).hex()),
@@ -149,6 +161,14 @@ class _Run:
         # Medians per function: the last ten steps are tiny (a finding), parents take long.
         self.median = {name: rng.uniform(0.02, 0.4) for name in names}
         self.median.update({name: rng.uniform(0.002, 0.008) for name in STEPS[30:]})
+        self.submit_prefixes = {
+            name: submissions.submit_prefix(
+                name, "actor_method" if name in METHODS else "task",
+                {"CPU": 0.0 if name in METHODS else 1.0}, None,
+            )
+            for name in names
+        }  # fmt: skip
+        self.sites = {name: f"/home/user/etl/driver.py:{40 + i}" for i, name in enumerate(names)}
         self.errors = _errors()
         interrupted_every = max(calls // (INTERRUPTED + 1), 1)
         self.interrupted = {interrupted_every * (i + 1) for i in range(INTERRUPTED)}
@@ -177,6 +197,25 @@ class _Run:
 
     # --- writing ---
 
+    def _submit(
+        self, by: _Process, function: str, at: float, task_id: str, parent: str | None
+    ) -> None:
+        """The ``call.submit`` record of a call, in the file of the process that submitted it."""
+        if not self.submits:
+            return
+        owner = function.rsplit(".", 1)[0]
+        actor = self.actors[owner][1] if owner in self.actors else None
+        site = (
+            self.sites[function]
+            if parent is None
+            else f"/home/user/etl/steps.py:{77 + len(function) % 9}"
+        )
+        line = submissions.submit_line(
+            at, self.submit_prefixes[function], task_id, actor, parent, by.identity, site, None
+        )
+        by.writer.write(line)
+        self.events += 1
+
     def _start(  # noqa: PLR0917 -- one call's parts
         self,
         process: _Process,
@@ -204,6 +243,7 @@ class _Run:
         line = encode.call_line("call.start", "info", members, encode.memory_members((rss,) * 3))
         process.writer.write(line[:14] + self.clock.stamp(at) + line[46:])
         self.written += 1
+        self.events += 1
         return call_id, members
 
     def _end(  # noqa: PLR0917 -- one call's parts
@@ -222,6 +262,7 @@ class _Run:
         )
         line = encode.call_line("call.end", "error" if error else "info", members, tail)
         process.writer.write(line[:14] + self.clock.stamp(ended) + line[46:])
+        self.events += 1
 
     def call(
         self,
@@ -233,10 +274,19 @@ class _Run:
         took: float | None = None,
         attempt: int = 0,
         task_id: str | None = None,
+        by: _Process | None = None,
     ) -> tuple[str, str, float, BaseException | None]:
-        """Run one call on ``process`` from ``at``: its call id, task id, end and error."""
+        """Run one call on ``process`` from ``at``: its call id, task id, end and error.
+
+        A first attempt is submitted just before (``by``: the parent's process, else the
+        driver); a retry keeps its task id and its submission.
+        """
         rng = self.rng
-        task_id = task_id or rng.randbytes(8).hex() + "ff" * 12 + JOB
+        if task_id is None:
+            task_id = rng.randbytes(8).hex() + "ff" * 12 + JOB
+            self._submit(
+                by or self.driver, function, at - rng.uniform(0.0002, 0.002), task_id, parent
+            )
         call_id, members = self._start(process, function, at, parent, task_id, attempt)
         took = self._duration(function) if took is None else took
         ended = at + took
@@ -276,13 +326,16 @@ class _Run:
         function = PARENTS[rng.randrange(len(PARENTS))]
         begun = parent.free_at + 0.001
         task_id = rng.randbytes(8).hex() + "ff" * 12 + JOB
+        self._submit(self.driver, function, begun - rng.uniform(0.0002, 0.002), task_id, None)
         call_id, members = self._start(parent, function, begun, None, task_id, 0)
         token = f"{call_id}/{task_id}"
         one_by_one = rng.random() < 0.5
         at, last = begun + 0.002, begun
         for _ in range(rng.randrange(2, 7)):
             child = self._task_process(at, not_in=parent.index)
-            _, _, ended, _ = self.call(child, STEPS[rng.randrange(10)], child.free_at, parent=token)
+            _, _, ended, _ = self.call(
+                child, STEPS[rng.randrange(10)], child.free_at, parent=token, by=parent
+            )
             self._done(child)
             last = max(last, ended)
             at = ended + 0.001 if one_by_one else at + 0.0002
@@ -297,11 +350,19 @@ class _Run:
                 self.family()
             else:
                 self.plain()
-        for process in self.processes:
+        for process in (*self.processes, self.driver):
             process.writer.close()
 
 
-def write_real_session(directory: Path, calls: int) -> None:
-    """About ``calls`` calls of the shape above (see the module), in ``directory``."""
-    run = _Run(directory, calls)
+def write_real_session(directory: Path, calls: int, *, submits: bool = True) -> int:
+    """About ``calls`` calls of the shape above (see the module), in ``directory``.
+
+    ``submits=False`` leaves out the ``call.submit`` records (a session as the kit wrote
+    them before it recorded submissions).
+
+    Returns:
+        How many events were written (about three per call, two without submissions).
+    """
+    run = _Run(directory, calls, submits=submits)
     run.run()
+    return run.events

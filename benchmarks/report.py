@@ -2,7 +2,9 @@
 
 Each session is written once through the kit's own writer (``EventWriter``, rotating at
 32 MiB, as a long run's files do) and renderer: --calls calls (2 events each; 500,000
-calls is 1,000,000 events, 600 to 650 MB), in one of two shapes (--shape, both by default):
+calls is 1,000,000 events, 600 to 650 MB; the real shape writes a call.submit too, so it
+makes two thirds as many calls, for as many events), in one of two shapes (--shape, both
+by default):
   pipeline   8 worker processes on one node, with what a report has to find: failures
              (2%), retried calls (1%), an actor's calls, a parent's children, a process
              whose memory grows call after call, and calls cut off by a dying process
@@ -10,7 +12,8 @@ calls is 1,000,000 events, 600 to 650 MB), in one of two shapes (--shape, both b
              on 2 nodes, 50 functions, about 12,000 parents that each submit a few task
              children in other processes and end after them (half one at a time), 2%
              failures with 1.5 KB tracebacks, a few hundred retries, a handful of calls
-             that never end, calls scheduled on a simulated clock
+             that never end, calls scheduled on a simulated clock, and each call's
+             call.submit record (the driver's file, or the parent's), as the kit writes them
 
 Each variant runs as a fresh process, start-up included (as a user types it), in rotating
 order, --rounds times; its CPU time (user + system) and peak memory are the process's own
@@ -148,15 +151,17 @@ def run(command: list[str]) -> Run:
 def write_and_say(directory: Path, calls: int, shape: str = "pipeline") -> None:
     """Write a session of ``shape`` into ``directory``; say how big it is, how long it took."""
     started = time.perf_counter()
-    if shape == "real":
+    if shape == "real":  # three events a call (call.submit too): as many events as pipeline's
         rotate_as_long_runs_do()
-        write_real_session(directory, calls)
+        calls = calls * 2 // 3
+        events = write_real_session(directory, calls)
     else:
         write_session(directory, calls)
+        events = 2 * calls
     files = sorted(directory.glob("events-*.jsonl*"))
     size = sum(f.stat().st_size for f in files)
     print(
-        f"{shape} session: {calls:,} calls ({2 * calls:,} events), {size / MIB:.0f} MiB in "
+        f"{shape} session: {calls:,} calls ({events:,} events), {size / MIB:.0f} MiB in "
         f"{len(files)} files, written in {time.perf_counter() - started:.1f} s",
         flush=True,
     )

@@ -22,7 +22,7 @@ import statistics
 import time
 
 import ray
-from _harness import arguments, interleave_until_stable, print_ratios
+from _harness import actor_calls, arguments, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 from raytrace_kit._output import submissions
@@ -45,12 +45,6 @@ def submit_cpu(submit, n: int) -> float:
     spent = time.process_time() - start
     ray.get(refs)
     return spent
-
-
-def actor_wall(handle, n: int) -> float:
-    start = time.perf_counter()
-    ray.get([handle.echo.remote(i) for i in range(n)])
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -97,9 +91,9 @@ def main() -> None:
         "stuck_after=False": debuggable(stuck_after=False)(actor_class).remote(),
     }
     for handle in watched.values():
-        actor_wall(handle, 200)
+        actor_calls(handle, 200)
     walls = interleave_until_stable(
-        {k: (lambda h=h: actor_wall(h, n)) for k, h in watched.items()},
+        {k: (lambda h=h: actor_calls(h, n)) for k, h in watched.items()},
         args.rounds,
         args.max_rounds,
         [("default", "default (2)")],

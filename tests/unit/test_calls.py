@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from raytrace_kit._reports.calls import distinct_processes, iter_calls, processes
+from raytrace_kit._reports import calls as calls_module
+from raytrace_kit._reports import queues as queues_module
+from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls, processes
+from raytrace_kit._reports.queues import has_submissions
 from tests.helpers import EventFile
 
 
@@ -118,3 +121,70 @@ class TestDistinctProcesses:
         (group,) = distinct_processes(files)
         assert group == [events.path]
         assert [c.status for c in iter_calls(group)] == ["ok"]
+
+
+class TestLinesFoundInPlace:
+    """``iter_calls`` finds lines in each block in place: every line, whatever its block."""
+
+    def test_lines_across_block_edges_arrive_whole_and_in_order(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Blocks of 50 bytes cut every line: calls join, other lines come whole, in order.
+
+        The file's last line, cut short with no newline (a process killed mid-write), is
+        the last line handed on, as it is.
+        """
+        monkeypatch.setattr(calls_module, "_BLOCK", 50)
+        events = EventFile(tmp_path, 100)
+        events.start("a", "jobs.load")
+        events.close()
+        submit = (
+            b'{"timestamp":"2026-01-01T00:00:01.000000+00:00","event":"call.submit","task_id":"t1"}'
+        )
+        logged = b'{"timestamp":"2026-01-01T00:00:02.000000+00:00","event":"user.step","n":1}'
+        with events.path.open("ab") as file:
+            file.write(submit + b"\n" + logged + b"\n\n")
+        events.start("b", "jobs.parse")
+        events.end("a", seconds=1.5)
+        events.end("b", KeyError("k"))
+        events.close()
+        with events.path.open("ab") as file:
+            file.write(b'{"event":"user.cut","n":')
+        others: list[bytes] = []
+        seen: list[bytes] = []
+        made = [
+            (c.call_id, c.status)
+            for c in iter_calls([events.path], None, others.append, seen.append)
+        ]
+        assert made == [("a", "ok"), ("b", "error")]
+        assert others == [submit]
+        assert seen == [logged, b"", b'{"event":"user.cut","n":']
+
+    def test_the_start_line_is_at_hand_as_each_call_goes_by(self, tmp_path: Path) -> None:
+        """``StartLine`` holds the very ``call.start`` line of the call just yielded."""
+        events = EventFile(tmp_path, 100)
+        events.start("a", "jobs.load")
+        events.start("b", "jobs.parse")
+        events.end("b")
+        events.end("a")
+        events.close()
+        starts = {line.split('"call_id":"')[1][:1]: line for line in lines_of(events.path)[:2]}
+        held = StartLine()
+        pairs = [(c.call_id, held.line) for c in iter_calls([events.path], held)]
+        assert pairs == [("b", starts["b"].encode()), ("a", starts["a"].encode())]
+
+
+class TestHasSubmissions:
+    """``has_submissions``: the start of every file first, then the rest of each."""
+
+    def test_a_submission_late_in_a_large_file_is_found(self, tmp_path: Path) -> None:
+        """Past the part searched first (and across its edge): found all the same."""
+        record = b'{"timestamp":"2026-01-01T00:00:00.000000+00:00","event":"call.submit"}\n'
+        quiet = tmp_path / "events-a.jsonl"
+        quiet.write_bytes(b"x" * 100 + b"\n")
+        for at in (queues_module._HEAD - 10, 3 * queues_module._HEAD):
+            late = tmp_path / "events-b.jsonl"
+            late.write_bytes(b"y" * at + record)
+            assert has_submissions([quiet, late])
+        late.write_bytes(b"y" * 3 * queues_module._HEAD)
+        assert not has_submissions([quiet, late, tmp_path / "gone.jsonl"])

@@ -133,11 +133,13 @@ class NodeQueues(Queues):
             key = task_key(record.task_id)
             if key not in self.records:
                 index = len(self.records)
+                shared = self.shared  # one copy of each function, site, actor (see Queues)
+                actor = record.actor_id if record.kind == "actor_method" else None
                 self.records[key] = (
-                    micros(stamp, self.clock), record.function, record.site,
+                    micros(stamp, self.clock), shared.setdefault(record.function, record.function),
+                    record.site and shared.setdefault(record.site, record.site),
                     record.task_id if index < KEEP_TASK_IDS else None, index,
-                    record.actor_id if record.kind == "actor_method" else None,
-                    record.parent_call_id is None,
+                    actor and shared.setdefault(actor, actor), record.parent_call_id is None,
                 )  # fmt: skip
 
     def _key(self, task_id: str) -> int:

@@ -61,19 +61,32 @@ class Clock:
         return base + int(fraction) / 1e6
 
 
+_HEAD = 256 * 1024  # a submitting process writes its first records early: looked at first
+
+
 def has_submissions(files: list[Path]) -> bool:
-    """Whether any of these event files holds a ``call.submit`` (a byte search, no decoding)."""
-    for file in files:
-        try:
-            with (
-                file.open("rb") as handle,
-                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
-            ):
-                if data.find(b'"event":"call.submit"') >= 0:
-                    return True
-        except (OSError, ValueError):  # empty (mmap refuses), or gone
-            continue
+    """Whether any of these event files holds a ``call.submit`` (a byte search, no decoding).
+
+    The start of every file is searched before the rest of any: the driver's file, or a
+    parent's, has one near its start, so a session with submissions is known at once.
+    """
+    for whole in (False, True):
+        for file in files:
+            try:
+                with (
+                    file.open("rb") as handle,
+                    mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+                ):
+                    if whole and len(data) <= _HEAD:
+                        continue  # searched whole already
+                    if data.find(_SUBMIT_MARK, 0, len(data) if whole else _HEAD) >= 0:
+                        return True
+            except (OSError, ValueError):  # empty (mmap refuses), or gone
+                continue
     return False
+
+
+_SUBMIT_MARK = b'"event":"call.submit"'
 
 
 class Queues:
@@ -94,6 +107,7 @@ class Queues:
         self.started: dict[int, float] = {}
         self.ended: dict[int, float] = {}  # task -> its last end: a loop's calls, in order
         self.stuck: dict[str, Stuck] = {}
+        self.shared: dict[str, str] = {}  # each function, site, actor's one copy
         self.ready: dict[str, list[float]] = {}  # actor -> the ends of its __init__ calls
         self.actor_last: dict[str, float] = {}  # actor -> its last call's end, as read
         self.before: dict[int, float] = {}  # method task -> its actor's last end at its start
@@ -111,10 +125,15 @@ class Queues:
                 if record.task_id and stamp:
                     key = hash(record.task_id)
                     if key not in self.submitted:
+                        # One copy of each function, site and actor (a few hundred in a run),
+                        # not one per submission: a third of a million calls hold 50 MB less.
+                        shared = self.shared
+                        actor = record.actor_id if record.kind == "actor_method" else None
                         self.submitted[key] = (
-                            self.clock(stamp), record.function, record.site,
+                            self.clock(stamp), shared.setdefault(record.function, record.function),
+                            record.site and shared.setdefault(record.site, record.site),
                             record.task_id if len(self.submitted) < 4 * MAX_LISTED else None,
-                            record.actor_id if record.kind == "actor_method" else None,
+                            actor and shared.setdefault(actor, actor),
                             record.parent_call_id is None,
                         )  # fmt: skip
             elif b'"event":"call.stuck"' in raw[:120]:
@@ -164,17 +183,24 @@ class Queues:
         never_count = 0
         sites: dict[str, list[tuple[float, float | None]]] = {}  # the driver's, by line
         actors: dict[str, list[float]] = {}  # an actor's calls: each one's time in queue
+        started, ends = self.started.get, self.ended.get
         for key, (when, function, site, task_id, actor, by_driver) in self.submitted.items():
-            begun = self.started.get(key)
+            begun = started(key)
             if by_driver and site:
-                sites.setdefault(site, []).append((when, self.ended.get(key)))
+                at_site = sites.get(site)  # not setdefault(site, []): a new list per call
+                if at_site is None:
+                    at_site = sites[site] = []
+                at_site.append((when, ends(key)))
             if begun is None:
                 never_count += 1
                 if len(never) < MAX_LISTED:
                     never.append({"function": function, "submitted": when, "site": site,
                                   "task_id": task_id})  # fmt: skip
                 continue
-            waits.setdefault(function, array("d")).append(max(begun - when, 0.0))
+            queued = waits.get(function)
+            if queued is None:
+                queued = waits[function] = array("d")
+            queued.append(begun - when if begun > when else 0.0)
             if actor:
                 behind_others = behind(when, begun, self.before.get(key), self.ready.get(actor))
                 actors.setdefault(actor, []).append(behind_others)
