@@ -132,11 +132,15 @@ def _say(arguments: argparse.Namespace, line: Callable[[], str]) -> None:
     print(said, file=sys.stderr, flush=True)
 
 
-def _session(arguments: argparse.Namespace, later: list[Any] | None = None) -> Any:
+def _session(
+    arguments: argparse.Namespace, later: list[Any] | None = None, *, follow: bool = False
+) -> Any:
     """The session of ``arguments.source``, which must hold event files; said on stderr.
 
     With ``later`` (a report's), ``(session, choice)`` goes there to be said with the
     report's own counts, unless a time window cuts the report short of the whole run.
+    With ``follow``, a directory with no event files yet will do: a follower started
+    before the run's first event waits for it.
 
     Raises:
         _NoEventsError: It holds none.
@@ -151,7 +155,7 @@ def _session(arguments: argparse.Namespace, later: list[Any] | None = None) -> A
         session = open_session(choice.path)
     else:
         session = open_session(arguments.source)
-    if not session.files:
+    if not session.files and not (follow and session.root.is_dir()):
         msg = (
             f"no event files in {session.root} (`raytrace-kit sessions` lists the sessions "
             "on this machine that have some)"
@@ -324,7 +328,8 @@ def _attached(how: str) -> str:
 
 
 def _export(arguments: argparse.Namespace) -> int:
-    return otel_command.run(arguments, _session(arguments))
+    follow = getattr(arguments, "follow", False)
+    return otel_command.run(arguments, _session(arguments, follow=follow))
 
 
 def _sessions(arguments: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@ as a running program's processes would; times are now, so a live pid counts as r
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -16,7 +18,9 @@ import raytrace_kit
 from raytrace_kit._reports.otel import follow
 from raytrace_kit._reports.otel.follow import GRACE_ROUNDS, Follower
 from raytrace_kit._reports.otel.spans import Resources, Span
+from tests import helpers
 from tests.otel_runs import ORIGIN, Process, task_of
+from tests.otlp import receiver
 from tests.unit.test_otel_export import dead_pid, trace_of
 
 ROOT, CHILD = "a000000000000001", "b000000000000001"
@@ -130,3 +134,31 @@ class TestInterrupted:
         follow.follow(follower(tmp_path), delivered.extend, lambda: False, lambda _s: None)
         (span,) = delivered
         assert span.status_message.startswith("interrupted")
+
+
+class TestTheCommand:
+    """``raytrace-kit export otlp --follow``, run as a user runs it."""
+
+    def test_it_follows_a_directory_before_the_runs_first_event(self, tmp_path: Path) -> None:
+        """Started before anything is written, it waits, then sends the first call's span.
+
+        (It used to exit at once: "no event files".)
+        """
+        receiving = receiver()
+        collector = next(receiving)
+        command = helpers.cli_command(
+            "export", "otlp", str(tmp_path), "--follow", "--endpoint", collector.url
+        )
+        exporter = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        try:
+            assert exporter.stderr is not None
+            said = [exporter.stderr.readline() for _ in range(2)]
+            assert "following" in said[1], said
+            Process(tmp_path, os.getpid()).call(ROOT, "jobs.first", now(), now() + 0.01)
+            spans = collector.wait_for(1)
+            assert [(s.span.name, s.span.span_id.hex()) for s in spans] == [("jobs.first", ROOT)]
+        finally:
+            exporter.send_signal(signal.SIGINT)
+            _, rest = exporter.communicate(timeout=60)
+            receiving.close()
+        assert exporter.returncode == 0, rest
