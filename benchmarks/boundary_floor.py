@@ -1,4 +1,4 @@
-"""The least a crash-safe record of each actor call can cost, beside the kit's, in one run.
+"""The least a crash-safe record of each call can cost, beside the kit's, in one run.
 
 Issue 26 asks actor calls with events (log=True) to cost at most 1.10x plain Ray, and
 the kit's boundary to keep its promise that a SIGKILL loses nothing already known: a call
@@ -17,8 +17,12 @@ so the target can be judged against what any Python record costs:
   kit log=True       @debuggable (call.start, call.end with memory and CPU figures, the
                      driver's call.submit record)
 
+The same for tasks (issue 26: log=True at most 1.05x plain): a plain task returning its
+argument (twice), one writing its own start and end lines (floor 2 writes, the file opened
+once per worker), and @debuggable's.
+
 Calls are submitted together, then one ray.get (as overhead.py). Interleaved rounds in
-rotating order, until the two plain variants agree within 3%.
+rotating order, until the two plain variants of each agree within 3%.
 
 Run: python benchmarks/boundary_floor.py [--calls 2000] [--rounds 7]
 """
@@ -90,6 +94,35 @@ class MmapOneWrite:
         return result
 
 
+def trivial(x: int) -> int:
+    return x
+
+
+_FILES: dict[str, int] = {}  # a task worker's record file, opened by its first call
+
+
+def writes_its_own(x: int, directory: str) -> int:
+    """A task writing its start and end lines, one os.write each (as TwoWrites.echo)."""
+    fd = _FILES.get(directory)
+    if fd is None:
+        path = os.path.join(directory, f"floor-task-{os.getpid()}.jsonl")
+        fd = _FILES[directory] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    task = ray._private.worker.global_worker.current_task_id.hex()
+    started = time.perf_counter()
+    os.write(fd, f'{{"t":{time.time()},"event":"call.start","task_id":"{task}"}}\n'.encode())
+    result = x
+    took = time.perf_counter() - started
+    end = f'{{"t":{time.time()},"event":"call.end","task_id":"{task}","duration_s":{took}}}\n'
+    os.write(fd, end.encode())
+    return result
+
+
+def task_calls(fn, n: int, *extra: object) -> float:
+    start = time.perf_counter()
+    ray.get([fn.remote(i, *extra) for i in range(n)])
+    return time.perf_counter() - start
+
+
 def main() -> None:
     args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
@@ -104,17 +137,38 @@ def main() -> None:
             "kit log=False": debuggable(log=False)(plain).remote(),
             "kit log=True": debuggable(plain).remote(),
         }
+        task = ray.remote(trivial)
+        tasks = {
+            "plain": (task, ()),
+            "plain (2)": (ray.remote(trivial), ()),
+            "floor 2 writes": (ray.remote(writes_its_own), (directory,)),
+            "kit log=False": (debuggable(log=False)(task), ()),
+            "kit log=True": (debuggable(task), ()),
+        }
         for handle in actors.values():  # warm up: every actor alive, its method exported
             actor_calls(handle, 200)
+        for fn, extra in tasks.values():  # and every task's function exported
+            task_calls(fn, 200, *extra)
         samples = interleave_until_stable(
-            {label: (lambda a=a: actor_calls(a, n)) for label, a in actors.items()},
+            {
+                **{
+                    f"actor {label}": (lambda a=a: actor_calls(a, n)) for label, a in actors.items()
+                },
+                **{
+                    f"task {label}": (lambda f=f, e=e: task_calls(f, n, *e))
+                    for label, (f, e) in tasks.items()
+                },
+            },
             args.rounds,
             args.max_rounds,
-            [("plain", "plain (2)")],
+            [("actor plain", "actor plain (2)"), ("task plain", "task plain (2)")],
         )
         ray.shutdown()
-    print_ratios("Actor calls", samples, n, "plain", "plain (2)")
-    print("target (issue 26): kit log=True <= 1.10x plain, kit log=False <= 1.03x")
+    for kind in ("actor", "task"):
+        mine = {k.split(" ", 1)[1]: v for k, v in samples.items() if k.startswith(kind)}
+        print_ratios(f"{kind.capitalize()} calls", mine, n, "plain", "plain (2)")
+    print("targets (issue 26): actor calls log=True <= 1.10x plain, log=False <= 1.03x;")
+    print("                    tasks log=True <= 1.05x plain")
 
 
 if __name__ == "__main__":

@@ -53,11 +53,15 @@ async def execute_async_call(
     actor_id: str | None,
     attempt: int = 0,
     retry: Retry | None = None,
+    attempts: Attempts | None = None,
 ) -> Outcome:
     """Run one attempt on the actor's loop: awaited if a coroutine, else called (its runner)."""
     outcome = Outcome()
     setting.OVERRIDE.set(config)  # this task's own context
-    boundary = Boundary(spec, fn, args, kwargs, owner, "local", actor_id, None, attempt, cpu=False)
+    boundary = Boundary(
+        spec, fn, args, kwargs, owner, "local", actor_id, None, attempt,
+        cpu=False, same_task=attempts,
+    )  # fmt: skip
     try:
         with boundary:
             if boundary.call is not None:  # where its frames are while it awaits (watch)
@@ -120,6 +124,7 @@ async def run_async(
             actor_id=actor_id,
             attempt=attempts.number,
             retry=retry,
+            attempts=attempts,
         )
         if not attempts.again(outcome):
             break

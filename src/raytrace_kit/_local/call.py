@@ -42,11 +42,14 @@ def failed(  # noqa: PLR0917 -- the attempt's own parts, from two runners alike
 class Attempts:
     """The attempts of one call: the first, then one more per failure Ray would retry."""
 
-    __slots__ = ("number", "retry")
+    __slots__ = ("number", "retry", "task_id")
 
     def __init__(self, retry: Retry) -> None:
         self.retry = retry
         self.number = 0  # the attempt running now, 0 first (the events' ``attempt``)
+        # The call's task id, drawn by its first attempt's ids and kept by the others: a
+        # retry in Ray is the same task, with the same id (the report joins on it).
+        self.task_id: str | None = None
 
     def again(self, outcome: Outcome) -> bool:
         """Whether the call runs again after ``outcome`` (and count the new attempt)."""

@@ -40,12 +40,18 @@ def execute_call(
     generator: bool = False,
     attempt: int = 0,
     retry: Retry | None = None,
+    attempts: Attempts | None = None,
 ) -> Outcome:
-    """Run one attempt of a call in this thread, inside the boundary (a sync call's runner)."""
+    """Run one attempt of a call in this thread, inside the boundary (a sync call's runner).
+
+    ``attempts``: the call's, which keep its task id from one attempt to the next.
+    """
     outcome = Outcome()
     token = setting.OVERRIDE.set(config)  # calls made from inside run locally too
     try:
-        boundary = Boundary(spec, fn, args, kwargs, owner, "local", actor_id, None, attempt)
+        boundary = Boundary(
+            spec, fn, args, kwargs, owner, "local", actor_id, None, attempt, same_task=attempts
+        )
         with boundary:
             if (tracker := boundary.tracker) is not None:
                 try:
@@ -126,6 +132,7 @@ def run(
                 generator=generator,
                 attempt=attempts.number,
                 retry=retry,
+                attempts=attempts,
             )
             if not attempts.again(outcome):
                 break

@@ -39,6 +39,7 @@ class ActiveCall:
         "identity",
         "local_actor_id",
         "local_attempt",
+        "local_task",
         "mode",
         "owner",
         "parent",
@@ -65,10 +66,12 @@ class ActiveCall:
         local_actor_id: str | None = None,
         local_attempt: int = 0,
         parent: str | None = None,
+        local_task: Any = None,
     ) -> None:
         self.parent = parent  # parent_token() of the submitting call, if any
         self.local_actor_id = local_actor_id
         self.local_attempt = local_attempt
+        self.local_task = local_task  # local mode: what keeps the task id over retries
         self.spec_fields = spec_fields
         self.spec_fragment = spec_fragment
         self.mode = mode
@@ -94,7 +97,13 @@ class ActiveCall:
         else:  # local mode: no Ray task behind the call; ids of its own, as Ray's would be
             identity = self.identity = _process.local_identity()
             self.actor_id = self.local_actor_id
-            self.task_id = _process.local_task_id(self.actor_id, identity.job_id)
+            held = self.local_task  # a retry is the same task: its first attempt's id
+            task_id = None if held is None else held.task_id
+            if task_id is None:
+                task_id = _process.local_task_id(self.actor_id, identity.job_id)
+                if held is not None:
+                    held.task_id = task_id
+            self.task_id = task_id
             self.attempt = self.local_attempt
             self.task_name = _local_task_name(self.spec_fields.get("function"), self.actor_id)
         self.fragment = encode.call_members(

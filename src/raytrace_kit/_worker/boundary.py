@@ -47,6 +47,7 @@ class Boundary:
         "owner",
         "parent",
         "profile",
+        "same_task",
         "spec",
         "token",
         "tracker",
@@ -67,8 +68,10 @@ class Boundary:
         attempt: int = 0,
         *,
         cpu: bool = True,
+        same_task: Any = None,
     ) -> None:
         self.parent = parent
+        self.same_task = same_task  # local mode: the call's Attempts (one task id for all)
         self.arguments = _shown(args, kwargs, fn, owner) if spec.options.log_args else None
         self.spec = spec
         self.owner = owner
@@ -95,8 +98,9 @@ class Boundary:
             if parent is None and mode == "local":  # submitted synchronously from its parent
                 parent = parent_token(CURRENT_CALL.get())
             call = ActiveCall(
-                spec.fields, spec.fragment, mode, self.owner, self.actor_id, self.attempt, parent
-            )
+                spec.fields, spec.fragment, mode, self.owner, self.actor_id, self.attempt, parent,
+                self.same_task,
+            )  # fmt: skip
             if spec.options.log:
                 call.capture()
                 cpu = self.cpu

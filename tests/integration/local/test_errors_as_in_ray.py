@@ -21,10 +21,15 @@ from tests.helpers import AgainstPlainRay, Body, Remote, events_of, outcome
 
 
 def flaky(counter: str, failures: int, error: str) -> int:
-    """Fails ``failures`` times (counted in a file, as attempts may run anywhere), then works."""
+    """Fails ``failures`` times (counted in a file, as attempts may run anywhere), then works.
+
+    Each attempt also notes the task id it runs as (``COUNTER.tasks``).
+    """
     path = Path(counter)
     seen = int(path.read_text()) if path.exists() else 0
     path.write_text(str(seen + 1))
+    with Path(f"{counter}.tasks").open("a") as tasks:
+        tasks.write(f"{ray.get_runtime_context().get_task_id()}\n")
     if seen < failures:
         raise {"KeyError": KeyError, "ValueError": ValueError}[error](f"attempt {seen}")
     return seen
@@ -60,7 +65,17 @@ class TestWithRayRunning:
         attempts = int((tmp_path / "local").read_text())
         assert attempts == int((tmp_path / "plain").read_text())
         # Each local attempt is its own call, numbered as Ray numbers attempts.
-        assert [e["attempt"] for e in events_of(flaky, "call.end")] == list(range(attempts))
+        ends = events_of(flaky, "call.end")
+        assert [e["attempt"] for e in ends] == list(range(attempts))
+        # A retry is the same task, with the same id, for the code and in the events (the
+        # report joins attempts on it: a task a retry saved did not fail in the end).
+        seen = {
+            side: Path(f"{tmp_path / side}.tasks").read_text().split()
+            for side in ("plain", "local")
+        }
+        assert [len(ids) for ids in seen.values()] == [attempts, attempts]
+        assert [len(set(ids)) for ids in seen.values()] == [1, 1]
+        assert {e["task_id"] for e in ends} == set(seen["local"])
 
 
 # --- what the rows call (module level, so that Ray's workers can import them) ---
