@@ -355,7 +355,10 @@ def create_actor(
             args, kwargs, config, spec.function
         )
     except RayTaskError as failed_dependency:
-        actor.dead = ActorDiedError(failed_dependency)
+        # As in Ray: the creation task fails ("could not compute an argument"), and every
+        # call of the actor raises ActorDiedError with that error. (The dual error that
+        # ray.get raises delegates attributes to its cause: ActorDiedError cannot take it.)
+        actor.dead = ActorDiedError(refs.task_error(failed_dependency, spec.function))
         return LocalActorHandle(actor)
     try:
         with actor.retry("__init__", {}).environment():

@@ -106,6 +106,18 @@ def exits() -> None:
     sys.exit(3)
 
 
+def bad() -> None:
+    raise ValueError("bad")
+
+
+class Holder:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+
 class Flaky:
     def __init__(self) -> None:
         self.calls = 0
@@ -172,6 +184,24 @@ def retries_get_fresh_arguments(remote: Remote, tmp: Path) -> Body:
     return lambda: ray.get(ref)
 
 
+def actor_created_with_a_failed_argument(remote: Remote) -> Body:
+    """The handle comes back; its calls raise ActorDiedError naming the creation's error."""
+    holder = remote(Holder).remote(remote(bad).remote())
+
+    def body() -> Any:
+        try:
+            return ray.get(holder.get.remote(), timeout=60)
+        except ray.exceptions.ActorDiedError as died:
+            text = str(died)
+            return (
+                "ActorDiedError",
+                "raised in its creation task" in text,
+                "ValueError: bad" in text,
+            )
+
+    return body
+
+
 def sys_exit_in_a_task(remote: Remote) -> Body:
     ref = remote(exits).options(max_retries=0).remote()
     return lambda: ray.get(ref, timeout=60)
@@ -188,4 +218,5 @@ class TestWithRayShutDown(AgainstPlainRay):
         exit_actor_then_call,
         retries_get_fresh_arguments,
         sys_exit_in_a_task,
+        actor_created_with_a_failed_argument,
     ]
