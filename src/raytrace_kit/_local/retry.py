@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ray.exceptions import RayError, WorkerCrashedError
+from ray.exceptions import TaskCancelledError, WorkerCrashedError
 
 __all__ = ["NO_RETRY", "Retry"]
 
@@ -36,14 +36,18 @@ class Retry:
         """Whether a call that raised ``error`` on ``attempt`` (0 first) runs again.
 
         A crashed worker (``sys.exit()`` in a task) is a system failure: Ray retries it up
-        to ``max_retries`` whatever ``retry_exceptions`` says.
+        to ``max_retries`` whatever ``retry_exceptions`` says. A cancelled call is not run
+        again. Anything else the call's code raised is its own failure, Ray's errors too (a
+        child's error re-raised by ``ray.get``, ``RayTaskError(ValueError)``, is a
+        ``ValueError``): ``retry_exceptions`` decides, as in Ray. (A failed dependency
+        never reaches here: the call does not run.)
         """
         if self.max_retries != -1 and attempt >= self.max_retries:
             return False
         if isinstance(error, WorkerCrashedError):
             return True
-        if self.retry_on is False or isinstance(error, RayError):
-            return False  # a failed dependency, a cancellation: not the call's own failure
+        if self.retry_on is False or isinstance(error, TaskCancelledError):
+            return False
         return self.retry_on is True or isinstance(error, self.retry_on)
 
     def environment(self) -> contextlib.AbstractContextManager[None]:

@@ -110,6 +110,14 @@ def bad() -> None:
     raise ValueError("bad")
 
 
+def gets_a_failed_child(counter: str, local: bool) -> None:
+    """Counts its attempts, then re-raises its child's error (RayTaskError(ValueError))."""
+    path = Path(counter)
+    path.write_text(str(int(path.read_text()) + 1 if path.exists() else 1))
+    child = debuggable(ray.remote(bad)) if local else ray.remote(bad)
+    ray.get(child.options(max_retries=0).remote())
+
+
 class Holder:
     def __init__(self, value: Any) -> None:
         self.value = value
@@ -202,6 +210,24 @@ def actor_created_with_a_failed_argument(remote: Remote) -> Body:
     return body
 
 
+def retried_on_a_childs_error(remote: Remote, tmp: Path) -> Body:
+    """A child's error re-raised by ray.get is the call's own: retry_exceptions decides."""
+    options = {"max_retries": 2, "retry_exceptions": [ValueError]}
+    counter = tmp / "count"
+    ref = (
+        remote(gets_a_failed_child)
+        .options(**options)
+        .remote(str(counter), remote is not ray.remote)
+    )
+
+    def body() -> Any:
+        with pytest.raises(ValueError, match="bad"):
+            ray.get(ref, timeout=60)
+        return int(counter.read_text())  # attempts: 3, as max_retries=2 allows
+
+    return body
+
+
 def sys_exit_in_a_task(remote: Remote) -> Body:
     ref = remote(exits).options(max_retries=0).remote()
     return lambda: ray.get(ref, timeout=60)
@@ -219,4 +245,5 @@ class TestWithRayShutDown(AgainstPlainRay):
         retries_get_fresh_arguments,
         sys_exit_in_a_task,
         actor_created_with_a_failed_argument,
+        retried_on_a_childs_error,
     ]
