@@ -29,6 +29,7 @@ __all__ = [
     "ProcessState",
     "call_figures",
     "end_figures",
+    "failed_here",
     "memory_figures",
     "new_call_id",
     "process_identity",
@@ -74,6 +75,7 @@ class ProcessState:
         # process CPU), which a call starting right after it takes as its own (start_figures).
         self.last_end: tuple[float, int | None, int | None, int | None, float | None] | None = None
         self.short_calls: set[str] = set()  # functions whose last call was short (see ran())
+        self.failed_attempts: dict[str, int] = {}  # task -> its last failed attempt here
 
     def close(self) -> None:
         """Close the statm file and forget everything (reset, and a forked child's copy)."""
@@ -171,7 +173,27 @@ def running_task() -> tuple[str | None, str | None, int | None, str | None]:
             actor_id = state.actor_id = _ray_compat.current_actor_id()
     except Exception:
         return None, None, None, None
+    failed = state.failed_attempts
+    if failed and task_id in failed:  # a retry here: Ray may not say so (see failed_here)
+        attempt = max(attempt, failed[task_id] + 1)
     return task_id, actor_id, attempt, name
+
+
+# Ray 2.60's attempt number reads 0 in an async actor's methods on every attempt (its
+# worker context is per thread, and every call runs on the event loop's); an actor's
+# retries run in its own process, so the process counts them: the attempt after a
+# failed one is one more. Only failed calls are kept, the most recent few thousand.
+_FAILED_KEPT = 4096
+
+
+def failed_here(task_id: str | None, attempt: int | None) -> None:
+    """An attempt of ``task_id`` failed in this process: a retry here is the next one."""
+    if task_id is None:
+        return
+    failed = state.failed_attempts
+    if len(failed) >= _FAILED_KEPT:
+        del failed[next(iter(failed))]  # the oldest
+    failed[task_id] = attempt or 0
 
 
 def new_call_id() -> str:

@@ -16,7 +16,7 @@ from ray.exceptions import RayTaskError, WorkerCrashedError
 
 import raytrace_kit
 from raytrace_kit import debuggable
-from tests.helpers import events_of
+from tests.helpers import events_of, window_start
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -51,6 +51,22 @@ class Counter:
     def numbers(self, k: int):
         for i in range(k):  # noqa: UP028 -- Ray sends into generators; range() cannot take it
             yield i
+
+
+class LuckySecond:
+    """Its method fails on its first call and works on the second."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def now(self) -> int:
+        self.calls += 1
+        if self.calls == 1:
+            raise BadInputError("first attempt")
+        return self.calls
+
+    async def later(self) -> int:
+        return self.now()
 
 
 class TestActors:
@@ -194,6 +210,25 @@ class TestErrorsAndRetries:
             os.unlink(marker)
         ends = events_of(second_time_lucky, "call.end")
         assert [(e["attempt"], e["status"]) for e in ends] == [(0, "error"), (1, "ok")]
+
+    @pytest.mark.parametrize("kind", ["async", "threaded", "plain"])
+    def test_actor_method_retries_are_numbered(self, kind: str) -> None:
+        """An actor method saved by its retry: attempts 0 then 1, one task, in any actor.
+
+        Ray's own attempt number reads 0 on every attempt in an async actor: the actor's
+        process counts its retries. The report then says the retry saved the task.
+        """
+        actor = debuggable(ray.remote(max_task_retries=2)(LuckySecond)).options(
+            max_concurrency=4 if kind == "threaded" else 1
+        )
+        handle = actor.remote()
+        method = handle.later if kind == "async" else handle.now
+        assert ray.get(method.options(retry_exceptions=True).remote()) == 2
+        ends = [e for e in events_of(LuckySecond, "call.end") if e["kind"] == "actor_method"]
+        assert [(e["attempt"], e["status"]) for e in ends] == [(0, "error"), (1, "ok")]
+        assert len({e["task_id"] for e in ends}) == 1
+        overview = raytrace_kit.report(since=window_start()).overview  # this test's calls
+        assert (overview["failed"], overview["failed_tasks"], overview["retried"]) == (1, 0, 1)
 
     def test_actor_method_error(self) -> None:
         """An actor method's exception reaches the caller unchanged and is logged."""

@@ -177,6 +177,8 @@ class Boundary:
         call = self.call
         if call is not None:
             worker_state.state.running_calls.pop(id(call), None)
+            if exc is not None and self.mode != "local" and call.call_id is not None:
+                _process.failed_here(call.task_id, call.attempt)  # its retry: the next
         tail = ""
         if self.profile is not None:
             try:
