@@ -179,10 +179,10 @@ def running_task() -> tuple[str | None, str | None, int | None, str | None]:
     return task_id, actor_id, attempt, name
 
 
-# Ray 2.60's attempt number reads 0 in an async actor's methods on every attempt (its
-# worker context is per thread, and every call runs on the event loop's); an actor's
-# retries run in its own process, so the process counts them: the attempt after a
-# failed one is one more. Only failed calls are kept, the most recent few thousand.
+# Ray 2.60's attempt number can read 0 on every retry of an actor's method (seen in async,
+# threaded and plain actors, tests/integration/test_execute.py); an actor's retries run
+# in its own process, so the process counts them: the attempt after a failed one is one
+# more. Only failed calls are kept, the most recent few thousand.
 _FAILED_KEPT = 4096
 
 

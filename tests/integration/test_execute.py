@@ -215,8 +215,8 @@ class TestErrorsAndRetries:
     def test_actor_method_retries_are_numbered(self, kind: str) -> None:
         """An actor method saved by its retry: attempts 0 then 1, one task, in any actor.
 
-        Ray's own attempt number reads 0 on every attempt in an async actor: the actor's
-        process counts its retries. The report then says the retry saved the task.
+        Ray 2.60's own attempt number reads 0 on every attempt here, in each kind of actor:
+        the actor's process counts its retries. The report then says the retry saved it.
         """
         actor = debuggable(ray.remote(max_task_retries=2)(LuckySecond)).options(
             max_concurrency=4 if kind == "threaded" else 1
