@@ -9,6 +9,7 @@ from pathlib import Path
 
 import raytrace_kit
 from tests.helpers import KNOWN_START, MANY_PARENTS_ROUND, EventFile, write_many_parents
+from tests.otel_runs import Process, task_of
 
 
 class TestStraggler:
@@ -138,3 +139,24 @@ class TestQueues:
         assert math.isclose(queued["max_s"], 2.5, abs_tol=1e-6)
         (missing,) = made.never_started
         assert (missing["site"], missing["task_id"]) == ("/app/job.py:9", never)
+
+
+def test_an_actor_restart_is_no_retry(tmp_path: Path) -> None:
+    """A restarted actor's ``__init__`` is no retry: only a retry after a failure counts.
+
+    Ray runs the creation task again (attempt 1) when it restarts an actor whose first
+    ``__init__`` ended well; the task its retry saved counts, and the finding names it.
+    """
+    first, second = Process(tmp_path, 100), Process(tmp_path, 101)
+    store, flaky = task_of("a000000000000001"), task_of("b000000000000001")
+    first.call("a000000000000001", "jobs.Store.__init__", 0.0, 0.1, task=store, kind="actor_init")
+    second.call(
+        "a000000000000002", "jobs.Store.__init__", 5.0, 5.1, task=store, attempt=1,
+        kind="actor_init",
+    )  # fmt: skip
+    first.call("b000000000000001", "jobs.flaky", 1.0, 1.1, ValueError("x"), task=flaky)
+    second.call("b000000000000002", "jobs.flaky", 2.0, 2.1, task=flaky, attempt=1)
+    made = raytrace_kit.report(tmp_path)
+    assert (made.overview["retried"], made.overview["failed_tasks"]) == (1, 0)
+    (finding,) = [f for f in made.findings if f.kind == "flaky_retries"]
+    assert finding.title == "Retries hide flaky functions: jobs.flaky"

@@ -151,7 +151,7 @@ class Tally:
             aggregate = functions.get(function)
             if aggregate is None:
                 aggregate = functions[function] = Function()
-            if call.attempt:
+            if call.attempt and call.kind != "actor_init":  # an actor_init's: a restart
                 self.retried += 1
                 if status == "ok":
                     aggregate.retries += 1
