@@ -7,9 +7,14 @@ import math
 import time
 from pathlib import Path
 
+import pytest
+
 import raytrace_kit
+from raytrace_kit._output import submissions
+from raytrace_kit._reports.report import FORCE_CANCELLED
 from tests.helpers import KNOWN_START, MANY_PARENTS_ROUND, EventFile, write_many_parents
-from tests.otel_runs import Process, task_of
+from tests.otel_runs import ORIGIN, Process, task_of
+from tests.unit.test_otel_export import dead_pid
 
 
 class TestStraggler:
@@ -160,3 +165,25 @@ def test_an_actor_restart_is_no_retry(tmp_path: Path) -> None:
     assert (made.overview["retried"], made.overview["failed_tasks"]) == (1, 0)
     (finding,) = [f for f in made.findings if f.kind == "flaky_retries"]
     assert finding.title == "Retries hide flaky functions: jobs.flaky"
+
+
+@pytest.mark.parametrize("force", [True, False])
+def test_a_call_ended_by_a_forced_cancel_is_said_so(tmp_path: Path, force: bool) -> None:
+    """``ray.cancel(ref, force=True)`` kills the worker: its ``call.cancel`` says why.
+
+    Not the OOM killer, not a native crash, and no finding: the user asked for it. A
+    cancel without force kills no process: a call that never ended is a death to explain.
+    """
+    worker, driver = Process(tmp_path, dead_pid()), Process(tmp_path, dead_pid())
+    task = task_of("c000000000000001")
+    worker.start("c000000000000001", "jobs.sleeper", 1.0, task=task)
+    driver.writer.write(submissions.cancel_line(ORIGIN + 2.0, task, force, driver.identity))
+    made = raytrace_kit.report(tmp_path)
+    (row,) = made.interrupted
+    deaths = [f.title for f in made.findings if f.kind.startswith("death")]
+    if force:
+        assert (row["state"], row["cause"]) == ("died", FORCE_CANCELLED)
+        assert deaths == []
+    else:
+        assert row["cause"] is None
+        assert deaths == ["Processes died during calls"]

@@ -26,8 +26,9 @@ def crashed() -> WorkerCrashedError:
     return WorkerCrashedError()
 
 
-def failed_dependency() -> RayTaskError:
-    return RayTaskError("jobs.load", "Traceback...", KeyError("upstream"))
+def childs_error() -> RayTaskError:
+    """What the call's ``ray.get`` of a failed child raises: RayTaskError(KeyError)."""
+    return RayTaskError("jobs.load", "Traceback...", KeyError("upstream")).as_instanceof_cause()
 
 
 # (options, error, attempt, runs again): attempt 0 is the first run.
@@ -66,8 +67,12 @@ DECISIONS = [
     pytest.param(
         {"max_retries": 0, "retry_exceptions": True}, ValueError("x"), 0, False, id="0: never"
     ),
-    # Not the call's own failure: a failed dependency, a cancellation.
-    pytest.param({"retry_exceptions": True}, failed_dependency(), 0, False, id="failed dependency"),
+    # A child's error its code re-raised is the call's own (a KeyError too), as in Ray. A
+    # failed dependency never comes here: the call does not run.
+    pytest.param({"retry_exceptions": True}, childs_error(), 0, True, id="child's error"),
+    pytest.param({"retry_exceptions": [KeyError]}, childs_error(), 0, True, id="child's, listed"),
+    pytest.param({"retry_exceptions": [ValueError]}, childs_error(), 0, False, id="child's, not"),
+    # A cancelled call is not run again.
     pytest.param({"retry_exceptions": True}, TaskCancelledError(), 0, False, id="cancelled"),
     # Actor methods: max_task_retries (0 unless set) arrives as max_retries.
     pytest.param(

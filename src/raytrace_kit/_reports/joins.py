@@ -209,6 +209,7 @@ class NodeQueues(Queues):
             "actors": _actors(actors),
             "sites": sites,
             "stuck": list(self.stuck.values()),
+            "killed": sorted(self.killed),  # force-cancelled tasks: their calls' cause
         }
 
     def ends(self, answers: list[tuple[bytes, bytes]], shared: list[str]) -> dict[str, Any]:

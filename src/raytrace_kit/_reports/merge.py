@@ -89,7 +89,9 @@ def cluster_report(
         loops, found["actors"],
     )  # fmt: skip
     files = sum(answer["files"] for answer in prepared)
-    return finish(tally, driver, Queues(joined=joined), flown, ray_logs, source=source, files=files)
+    queues = Queues(joined=joined)
+    queues.killed = {task for part in queued for task in part["killed"]}
+    return finish(tally, driver, queues, flown, ray_logs, source=source, files=files)
 
 
 def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, int], list[str]]:

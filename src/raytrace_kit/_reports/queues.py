@@ -44,6 +44,14 @@ _SUBMIT = msgspec.json.Decoder(Submission).decode
 _STUCK = msgspec.json.Decoder(Stuck).decode
 
 
+class _Cancel(msgspec.Struct, gc=False):
+    task_id: str | None = None
+    force: bool = False
+
+
+_CANCEL = msgspec.json.Decoder(_Cancel).decode
+
+
 class Clock:
     """ISO 8601 timestamps to seconds, the date and time parsed once per second."""
 
@@ -108,6 +116,7 @@ class Queues:
         self.ended: dict[int, float] = {}  # task -> its last end: a loop's calls, in order
         self.stuck: dict[str, Stuck] = {}
         self.shared: dict[str, str] = {}  # each function, site, actor's one copy
+        self.killed: set[str] = set()  # tasks ray.cancel(force=True) ended: their workers
         self.ready: dict[str, list[float]] = {}  # actor -> the ends of its __init__ calls
         self.actor_last: dict[str, float] = {}  # actor -> its last call's end, as read
         self.before: dict[int, float] = {}  # method task -> its actor's last end at its start
@@ -140,6 +149,10 @@ class Queues:
                 event = _STUCK(raw)
                 if event.call_id in self.stuck or len(self.stuck) < MAX_LISTED:
                     self.stuck[event.call_id] = event
+            elif b'"event":"call.cancel"' in raw[:120]:
+                cancel = _CANCEL(raw)
+                if cancel.force and cancel.task_id and len(self.killed) < MAX_LISTED:
+                    self.killed.add(cancel.task_id)
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass  # a line cut short by a killed process
 

@@ -45,7 +45,7 @@ from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 if TYPE_CHECKING:
     from datetime import datetime
 
-__all__ = ["Finding", "RayLogs", "Report", "finish", "report"]
+__all__ = ["FORCE_CANCELLED", "Finding", "RayLogs", "Report", "finish", "report"]
 
 SPREADS = 12  # functions whose durations are pictured: the slowest ones, stragglers' too
 
@@ -149,11 +149,12 @@ def _memory(tally: Tally) -> list[dict[str, Any]]:
     return rows[:10]
 
 
-def _deaths(tally: Tally, ray_logs: RayLogs) -> list[Finding]:
+def _deaths(tally: Tally, ray_logs: RayLogs, killed: set[str]) -> list[Finding]:
     """Why the processes of calls without an end died, from Ray's records.
 
     Each row gets ``state`` (``died``, or ``running``: its process is alive) and
-    ``cause``; the dead get findings.
+    ``cause``; the dead get findings. ``killed``: the tasks ``ray.cancel(force=True)``
+    ended (their ``call.cancel`` records): asked for, so no finding, and no guess.
     """
     if not tally.interrupted_count:
         return []
@@ -162,6 +163,9 @@ def _deaths(tally: Tally, ray_logs: RayLogs) -> list[Finding]:
     deaths = ray_logs.deaths(row["worker_id"] for row in rows)
     by_kind: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     for row in rows:
+        if row["task_id"] in killed:
+            row.update(state="died", cause=FORCE_CANCELLED, exit_type=None, fix=None)
+            continue
         death = deaths.get(row["worker_id"] or "")
         if death is not None:  # weighed against the memory its process held
             death = replace(death, held=row.get("rss_start_bytes"))
@@ -179,6 +183,9 @@ def _deaths(tally: Tally, ray_logs: RayLogs) -> list[Finding]:
         title, evidence, fix = death_finding(kind, len(group), functions, group[0], logs)
         found.append(Finding(title, evidence, fix, f"death_{kind}", functions))
     return found
+
+
+FORCE_CANCELLED = "was ended by ray.cancel(force=True), which kills the worker running the call"
 
 
 @dataclass
@@ -262,7 +269,7 @@ def finish(
     """
     span = seconds(tally.last) - seconds(tally.first) if tally.last else 0.0
     tally.interrupted.sort(key=lambda i: i["started"])
-    deaths = _deaths(tally, ray_logs)
+    deaths = _deaths(tally, ray_logs, queues.killed)
     running = sum(row.get("state") == "running" for row in tally.interrupted)
     slowest, spreads = _slowest(tally, span)
     overview = {
