@@ -84,10 +84,12 @@ async def execute_async_call(
                 if tracker is not None:
                     boundary.untrack(tracker)
     except asyncio.CancelledError:
-        # ray.cancel (or ray.kill) of a running call: Ray's TaskCancelledError, naming it.
+        # ray.cancel (or ray.kill) of a running call: Ray's TaskCancelledError, naming it,
+        # raised from the call's code, so as Ray delivers it: RayTaskError(TaskCancelledError).
         call = getattr(boundary, "call", None)
         task_id = None if call is None else call.task_id
-        outcome.error = TaskCancelledError(None if task_id is None else TaskID.from_hex(task_id))
+        cancelled = TaskCancelledError(None if task_id is None else TaskID.from_hex(task_id))
+        outcome.error = refs.task_error(cancelled, spec.function)
     except Exception as exc:
         failed(outcome, exc, spec, config, retry, attempt)
     return outcome

@@ -225,8 +225,11 @@ def _cancel(ray_waitable: Any, *args: Any, **kwargs: Any) -> Any:
     if type(ray_waitable) is LocalRef:
         future = ray_waitable._future
         if future is not None and not future.done():
-            cancel_call = getattr(future, "cancel_call", None)
+            cancel_call = getattr(future, "cancel_call", None)  # an async actor's call
             if cancel_call is not None:
+                if kwargs.get("force") or (args and args[0]):
+                    msg = "force=True is not supported for actor tasks."  # Ray's ValueError
+                    raise ValueError(msg)
                 cancel_call()
         return None  # a finished call: nothing to cancel, as in Ray
     if _local_without_ray():

@@ -46,7 +46,9 @@ class Retry:
             return False
         if isinstance(error, WorkerCrashedError):
             return True
-        if self.retry_on is False or isinstance(error, TaskCancelledError):
+        if self.retry_on is False or isinstance(
+            getattr(error, "cause", None) or error, TaskCancelledError
+        ):
             return False
         return self.retry_on is True or isinstance(error, self.retry_on)
 

@@ -139,6 +139,37 @@ def cancel_a_running_async_call(remote: Remote) -> Body:
     return lambda: ray.get(ref, timeout=30)
 
 
+def a_cancelled_call_raises_what_ray_raises(remote: Remote) -> Body:
+    """Both a RayTaskError and a TaskCancelledError (``except`` either catches it)."""
+    gate = remote(Gate).remote()
+    ref = gate.slow.remote()
+    assert ray.get(gate.began.remote(), timeout=60)
+    ray.cancel(ref)
+
+    def body() -> Any:
+        try:
+            return ray.get(ref, timeout=30)
+        except Exception as error:  # what it is, is the outcome
+            kinds = (ray.exceptions.RayTaskError, ray.exceptions.TaskCancelledError)
+            return [isinstance(error, kind) for kind in kinds]
+
+    return body
+
+
+def force_cancel_of_an_actor_call(remote: Remote) -> Body:
+    """Ray refuses force=True for an actor's call (ValueError), and the call runs on."""
+    gate = remote(Gate).remote()
+    ref = gate.wait.remote()
+    try:
+        ray.cancel(ref, force=True)
+    except ValueError as refused:
+        said = str(refused)
+    else:
+        said = "accepted"
+    ray.get(gate.open.remote(), timeout=30)
+    return lambda: (said, ray.get(ref, timeout=30))
+
+
 def async_actor_max_concurrency_one(remote: Remote) -> Body:
     actor = remote(OneAtATime).options(max_concurrency=1).remote()
     first, second = actor.work.remote("a"), actor.work.remote("b")
@@ -181,6 +212,8 @@ class TestWithRayShutDown(AgainstPlainRay):
         generator_streams,
         generator_fails_midway,
         cancel_a_running_async_call,
+        a_cancelled_call_raises_what_ray_raises,
+        force_cancel_of_an_actor_call,
         async_actor_max_concurrency_one,
         get_of_a_list_times_out_as_a_whole,
     ]
