@@ -50,7 +50,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
             )
             raise InvalidOptionError(msg, "profile_scope")
         # Filled on first use: (spec, num_returns, generator) and the pinned call target.
-        self._call_info: tuple[CallSpec, Any, bool] | None = None
+        self._call_info: tuple[CallSpec, Any, bool, str | None] | None = None
         self._pinned_target: tuple[Any, Any, int | CallSpec] | None = None
         self._local_retry: Retry | None = None
 
@@ -61,20 +61,25 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
         """
         return self._submit(args, kwargs)
 
-    def _info(self) -> tuple[CallSpec, Any, bool]:
-        """The call spec, the effective ``num_returns``, and whether it is a generator."""
+    def _info(self) -> tuple[CallSpec, Any, bool, str | None]:
+        """The call spec, ``num_returns``, whether a generator, ``.options(name=...)``."""
         info = self._call_info
         if info is None:
             spec = CallSpec(qualified_name(self._python), "task", self._options)
-            num_returns = self._task_options().get("num_returns")
+            options = self._task_options()
             generator = inspect.isgeneratorfunction(self._python)
-            info = self._call_info = (spec, num_returns, generator)
+            info = self._call_info = (
+                spec,
+                options.get("num_returns"),
+                generator,
+                options.get("name"),
+            )
         return info
 
     def _run_locally(
         self, config: LocalConfig, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        spec, num_returns, generator = self._info()
+        spec, num_returns, generator, name = self._info()
         signature = self._signature()  # where Ray checks them:
         check_call(signature, args, kwargs, self._shared.arity)
         retry = self._local_retry
@@ -89,6 +94,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
             num_returns=num_returns,
             generator=generator,
             retry=retry,
+            task_name=name,
         )
 
     def _build_variant(self) -> RemoteFunction:
@@ -112,7 +118,7 @@ class DebuggableFunction(Debuggable, Generic[_P, _R]):
         cached = self._pinned_target
         if cached is None or cached[0] is not runner:
             # Once per proxy and runner: the method, its per-call options, the spec key.
-            spec, _num_returns, generator = self._info()
+            spec, _num_returns, generator, _name = self._info()
             method = runner.call_generator if generator else runner.call
             per_call = pinning.call_options(self._task_options(), generator)
             if per_call:

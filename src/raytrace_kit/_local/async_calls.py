@@ -105,10 +105,12 @@ async def run_async(
     instance: Any,
     actor_id: str | None,
     retry: Retry | None = None,
+    task_name: str | None = None,
 ) -> Any:
     """One call of an async actor, as a task on its loop; what its refs resolve to."""
     retry = retry or NO_RETRY
     attempts = Attempts(retry)
+    attempts.task_name = task_name  # .options(name=...)
     while True:
         args, kwargs = submitted.arguments()  # each attempt its own, as Ray's retries
         await _dependencies(args, kwargs)

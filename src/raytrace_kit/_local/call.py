@@ -42,7 +42,7 @@ def failed(  # noqa: PLR0917 -- the attempt's own parts, from two runners alike
 class Attempts:
     """The attempts of one call: the first, then one more per failure Ray would retry."""
 
-    __slots__ = ("number", "retry", "task_id")
+    __slots__ = ("number", "retry", "task_id", "task_name")
 
     def __init__(self, retry: Retry) -> None:
         self.retry = retry
@@ -50,6 +50,7 @@ class Attempts:
         # The call's task id, drawn by its first attempt's ids and kept by the others: a
         # retry in Ray is the same task, with the same id (the report joins on it).
         self.task_id: str | None = None
+        self.task_name: str | None = None  # .options(name=...): the name Ray gives it
 
     def again(self, outcome: Outcome) -> bool:
         """Whether the call runs again after ``outcome`` (and count the new attempt)."""

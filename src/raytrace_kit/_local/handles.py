@@ -177,6 +177,7 @@ class LocalActorMethod:
                     actor_id=actor.actor_id,
                     generator=arguments.is_generator(method),
                     retry=retry,
+                    task_name=self._call_options.get("name"),
                 )
         except SystemExit:  # exit_actor() or sys.exit(): the actor ends, as in Ray
             _exited(actor)
@@ -248,6 +249,7 @@ class LocalActorMethod:
                         instance=instance,
                         actor_id=actor.actor_id,
                         retry=retry,
+                        task_name=self._call_options.get("name"),
                     )
             except SystemExit:  # exit_actor() or sys.exit(): the actor ends, as in Ray
                 _exited(actor)

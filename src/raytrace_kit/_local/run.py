@@ -104,8 +104,11 @@ def run(
     actor_id: str | None = None,
     generator: bool,
     retry: Retry | None = None,
+    task_name: str | None = None,
 ) -> Any:
     """Run one call now, in this thread; what ``.remote()`` returns.
+
+    ``task_name``: ``.options(name=...)``, the name Ray would give the task.
 
     A generator called for streaming (the default ``num_returns``) runs as its caller
     iterates: see :func:`lazy_generator`.
@@ -119,6 +122,7 @@ def run(
     if generator and num_returns in (None, "streaming") and inspect.isgeneratorfunction(fn):
         return lazy_generator(spec, fn, args, kwargs, config, owner=owner, actor_id=actor_id)
     attempts = Attempts(retry)
+    attempts.task_name = task_name
     with retry.environment():
         while True:
             outcome = execute_call(

@@ -105,7 +105,10 @@ class ActiveCall:
                     held.task_id = task_id
             self.task_id = task_id
             self.attempt = self.local_attempt
-            self.task_name = _local_task_name(self.spec_fields.get("function"), self.actor_id)
+            named = None if held is None else held.task_name  # .options(name=...)
+            self.task_name = named or _local_task_name(
+                self.spec_fields.get("function"), self.actor_id
+            )
         self.fragment = encode.call_members(
             call_id=self.call_id,
             spec_fragment=self.spec_fragment,

@@ -134,7 +134,14 @@ class Counter:
         return self.value
 
 
+def task_name() -> str | None:
+    return ray.get_runtime_context().get_task_name()
+
+
 class Introspect:
+    def name(self) -> str | None:
+        return ray.get_runtime_context().get_task_name()
+
     def ids(self) -> tuple[Any, ...]:
         context = ray.get_runtime_context()
         actor_id = context.get_actor_id()
@@ -244,6 +251,18 @@ def runtime_context_in_an_unnamed_actor(remote: Remote) -> Body:
     return lambda: ray.get(ref)[4]  # get_actor_name(): "" when the actor has no name
 
 
+def task_named_by_options(remote: Remote) -> Body:
+    """``.options(name=...)`` names the task: its runtime context says so (and its events)."""
+    ref = remote(task_name).options(name="custom").remote()
+    return lambda: ray.get(ref)
+
+
+def method_named_by_options(remote: Remote) -> Body:
+    actor = remote(Introspect).remote()
+    named, plain = actor.name.options(name="mcustom").remote(), actor.name.remote()
+    return lambda: ray.get([named, plain])
+
+
 def cancel_a_finished_call(remote: Remote) -> Body:
     ref = remote(add).remote(1, 2)
     ray.get(ref)
@@ -331,6 +350,8 @@ class TestWithRayShutDown(AgainstPlainRay):
         runtime_context_in_a_task,
         runtime_context_in_an_actor,
         runtime_context_in_an_unnamed_actor,
+        task_named_by_options,
+        method_named_by_options,
         cancel_a_finished_call,
         named_actor_is_listed,
         named_actor_ends_with_its_last_handle,
