@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import raytrace_kit
+from raytrace_kit._output import submissions
+from raytrace_kit._process import ProcessIdentity
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -102,3 +104,40 @@ class TestStragglers:
         assert "ray.get at main.py:40 (in main) blocked 5.00 s on 3 calls" in found.evidence
         assert "2 were done 0.30 s in, and call s3 (task cccccccccccccccc" in found.evidence
         assert "held it 4.60 s more" in found.evidence
+
+
+class TestSubmittedLoops:
+    """The driver's call.submit records: a line whose calls ran one after another."""
+
+    def test_calls_submitted_in_the_same_microsecond_one_never_started(
+        self, tmp_path: Path
+    ) -> None:
+        """Two calls of the loop's line with one stamp, one never started: named, no crash.
+
+        Seen on a session of a million events: sorting the line's (submitted, ended)
+        pairs compared a never-ended call's None with the other's end and the report
+        raised TypeError.
+        """
+        identity = ProcessIdentity("01000000", "ab" * 28, "cd" * 28, 42, is_worker=False)
+        prefix = submissions.submit_prefix("app.work", "task", {"CPU": 1.0}, None)
+        submitted = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 7.0]  # the last two: one stamp
+        tasks = [f"{k:048x}" for k in range(len(submitted))]
+        driver = b"".join(
+            submissions.submit_line(T0.timestamp() + at, prefix, task, None, None, identity,
+                                    "/work/app/main.py:12", None)
+            for at, task in zip(submitted, tasks, strict=True)
+        )  # fmt: skip
+        (tmp_path / "events-abababababab-42.jsonl").write_bytes(driver)
+        calls = [  # each ends before the next is submitted; the last never started
+            line
+            for k, at in enumerate(submitted[:-1])
+            for line in _call(f"c{k}", tasks[k], at + 0.1, at + 0.5)
+        ]
+        (tmp_path / "events-abababababab-7.jsonl").write_text(
+            "".join(json.dumps(x) + "\n" for x in calls)
+        )
+        made = raytrace_kit.report(tmp_path)
+        (loop,) = [f for f in made.findings if f.kind == "driver_loop"]
+        assert loop.title == "ray.get in a loop in the driver: /work/app/main.py:12"
+        assert loop.evidence.startswith("6 of the 8 calls submitted at /work/app/main.py:12")
+        assert [c["task_id"] for c in made.never_started] == [tasks[-1]]

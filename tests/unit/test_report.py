@@ -145,6 +145,24 @@ class TestQueues:
         (missing,) = made.never_started
         assert (missing["site"], missing["task_id"]) == ("/app/job.py:9", never)
 
+    def test_no_call_started(self, tmp_path: Path) -> None:
+        """A job killed while all its calls waited for resources: each listed, none queued."""
+        from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
+
+        node, base = "ab" * 28, 1_800_000_000.0
+        driver = ProcessIdentity("01000000", node, "cd" * 28, 100, is_worker=False)
+        prefix = submissions.submit_prefix("app.step", "task", {"GPU": 1.0}, None)
+        tasks = [f"{k:02d}" * 24 for k in range(3)]
+        (tmp_path / f"events-{node[:12]}-100.jsonl").write_bytes(b"".join(
+            submissions.submit_line(base + k, prefix, task, None, None, driver, "/app/job.py:4",
+                                    None)
+            for k, task in enumerate(tasks)
+        ))  # fmt: skip
+        made = raytrace_kit.report(tmp_path)
+        assert made.queued == []
+        assert [row["task_id"] for row in made.never_started] == tasks
+        assert [row["site"] for row in made.never_started] == ["/app/job.py:4"] * 3
+
 
 def test_an_actor_restart_is_no_retry(tmp_path: Path) -> None:
     """A restarted actor's ``__init__`` is no retry: only a retry after a failure counts.

@@ -10,7 +10,7 @@ into as many parts as there are nodes (:meth:`NodeQueues.split`), part ``j`` goe
 each node joins its part (:func:`join`). The caller gets, per node, each function's waits
 packed (about a byte each), the first calls never started, each actor's longest wait and
 the driver's calls by line: what a report of all the files computes, with the same
-floats (times travel as whole microseconds and become the floats ``queues.Clock`` makes).
+floats (times travel as whole microseconds and become the floats ``columns.Clock`` makes).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from raytrace_kit._output.schema import Submission
+from raytrace_kit._reports.columns import Clock
 from raytrace_kit._reports.packing import (
     pack_floats,
     pack_ints,
@@ -29,7 +30,7 @@ from raytrace_kit._reports.packing import (
     unpack_ints,
     unpack_keys,
 )
-from raytrace_kit._reports.queues import MAX_LISTED, Clock, Queues, loops_of
+from raytrace_kit._reports.queues import KEEP_TASK_IDS, MAX_LISTED, Queues, loops_of
 
 __all__ = [
     "KEEP_TASK_IDS",
@@ -41,7 +42,6 @@ __all__ = [
     "unpack_lines",
 ]
 
-KEEP_TASK_IDS = 4 * MAX_LISTED  # submissions whose task id a report keeps (queues.py)
 _DECODE_SUBMIT = msgspec.json.Decoder(Submission).decode
 _NONE = -1  # no such time (a task with no end)
 
@@ -50,14 +50,14 @@ Record = tuple[int, str, str | None, str | None, int, str | None, bool]
 
 
 def micros(stamp: str, clock: Clock | None = None) -> int:
-    """A stamp as whole microseconds since the epoch, read as :class:`queues.Clock` reads it."""
+    """A stamp as whole microseconds since the epoch, read as :class:`columns.Clock` reads it."""
     base = int((clock or Clock())(stamp[:19]))  # its whole second (parsed once a second)
     fraction = stamp[20:26] if stamp[19:20] == "." else "0"
     return base * 1_000_000 + int(fraction)
 
 
 def from_micros(value: int) -> float:
-    """The very float :class:`queues.Clock` gives for the stamp of :func:`micros`."""
+    """The very float :class:`columns.Clock` gives for the stamp of :func:`micros`."""
     return float(value // 1_000_000) + (value % 1_000_000) / 1e6
 
 

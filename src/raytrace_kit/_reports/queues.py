@@ -15,20 +15,26 @@ import itertools
 import mmap
 import statistics
 from array import array
-from collections.abc import Callable, Iterable
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from raytrace_kit._output.schema import Stuck, Submission
+from raytrace_kit._output.schema import Stuck
+from raytrace_kit._reports.columns import (
+    Clock,
+    Stamps,
+    column_loops,
+    decode_submission,
+    grouped,
+    joined,
+)
 from raytrace_kit._reports.finding import Finding
 
 __all__ = [
     "MAX_LISTED",
     "QUEUE_FINDING_S",
-    "Clock",
     "Queues",
     "behind",
     "flights",
@@ -37,10 +43,10 @@ __all__ = [
 ]
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
+KEEP_TASK_IDS = 4 * MAX_LISTED  # submissions whose task id a report keeps (the first read)
 QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
 QUEUE_FINDING_RATIO = 2.0  # ...and longer than this many times they run: a finding
 LOOP_MIN = 5  # calls of one line of the driver, each after the one before ended: a loop
-_SUBMIT = msgspec.json.Decoder(Submission).decode
 _STUCK = msgspec.json.Decoder(Stuck).decode
 
 
@@ -50,23 +56,6 @@ class _Cancel(msgspec.Struct, gc=False):
 
 
 _CANCEL = msgspec.json.Decoder(_Cancel).decode
-
-
-class Clock:
-    """ISO 8601 timestamps to seconds, the date and time parsed once per second."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    def __call__(self, stamp: str) -> float:
-        whole = stamp[:19]
-        base = self.seconds.get(whole)
-        if base is None:
-            base = self.seconds[whole] = datetime.fromisoformat(whole + "+00:00").timestamp()
-            if len(self.seconds) > 100_000:
-                self.seconds.clear()
-        fraction = stamp[20:26] if stamp[19:20] == "." else "0"
-        return base + int(fraction) / 1e6
 
 
 _HEAD = 256 * 1024  # a submitting process writes its first records early: looked at first
@@ -98,10 +87,12 @@ _SUBMIT_MARK = b'"event":"call.submit"'
 
 
 class Queues:
-    """Submissions and first starts by task, and the last stuck event of each call.
+    """Submissions, first starts and last ends by task, and the last stuck event of each call.
 
     ``joined``: whether first starts are kept (only when the files hold submissions: a run
-    without them costs nothing more per call).
+    without them costs nothing more per call). Kept as columns (a task's hash, a stamp's
+    bytes, a name's number), joined in :meth:`results` with numpy: a third of a million
+    submissions cost 30 MB and a second less than dicts of tuples.
     """
 
     def __init__(
@@ -110,12 +101,20 @@ class Queues:
         self.joined = joined
         self.since, self.until = since, until  # the report's window, on submission times
         self.clock = Clock()
-        # task -> (submitted, function, site, task id (the first few), actor, by the driver)
-        self.submitted: dict[int, tuple[float, str, str | None, str | None, str | None, bool]] = {}
-        self.started: dict[int, float] = {}
-        self.ended: dict[int, float] = {}  # task -> its last end: a loop's calls, in order
+        # Submissions, one row each, in reading order: the task, when, the names' numbers
+        # (function, site, actor: -1 for none), whether the driver submitted it.
+        self.submit_keys = array("q")
+        self.submit_stamps = Stamps()
+        self.submit_names = array("q")  # three per row
+        self.by_driver = bytearray()
+        self.first_task_ids: list[str] = []  # the first rows' task ids (a report lists a few)
+        self.names: dict[str, int] = {}  # each function, site, actor, numbered once
+        self.start_keys = array("q")  # each task's first attempt's start(s)
+        self.start_stamps = Stamps()
+        self.end_keys = array("q")  # every attempt's end: a task's last, for a loop's calls
+        self.end_stamps = Stamps()
         self.stuck: dict[str, Stuck] = {}
-        self.shared: dict[str, str] = {}  # each function, site, actor's one copy
+        self.shared: dict[str, str] = {}  # each function, site, actor's one copy (joins)
         self.killed: set[str] = set()  # tasks ray.cancel(force=True) ended: their workers
         self.ready: dict[str, list[float]] = {}  # actor -> the ends of its __init__ calls
         self.actor_last: dict[str, float] = {}  # actor -> its last call's end, as read
@@ -125,26 +124,27 @@ class Queues:
         """Take one ``call.submit`` or ``call.stuck`` line (``iter_calls``' others)."""
         try:
             if b'"event":"call.submit"' in raw[:120]:
-                record = _SUBMIT(raw)
+                record = decode_submission(raw)
                 stamp = record.timestamp
                 if (self.since is not None and stamp < self.since) or (
                     self.until is not None and stamp >= self.until
                 ):
                     return
-                if record.task_id and stamp:
-                    key = hash(record.task_id)
-                    if key not in self.submitted:
-                        # One copy of each function, site and actor (a few hundred in a run),
-                        # not one per submission: a third of a million calls hold 50 MB less.
-                        shared = self.shared
-                        actor = record.actor_id if record.kind == "actor_method" else None
-                        self.submitted[key] = (
-                            self.clock(stamp), shared.setdefault(record.function, record.function),
-                            record.site and shared.setdefault(record.site, record.site),
-                            record.task_id if len(self.submitted) < 4 * MAX_LISTED else None,
-                            actor and shared.setdefault(actor, actor),
-                            record.parent_call_id is None,
-                        )  # fmt: skip
+                task = record.task_id
+                if task and stamp:
+                    if len(self.first_task_ids) < KEEP_TASK_IDS:
+                        self.first_task_ids.append(task)
+                    self.submit_keys.append(hash(task))
+                    self.submit_stamps.add(stamp, self.clock)
+                    names, number = self.names, self._number
+                    site = record.site
+                    self.submit_names.extend((
+                        names.get(record.function) or number(record.function),
+                        -1 if site is None else names.get(site) or number(site),
+                        number(record.actor_id)
+                        if record.kind == "actor_method" and record.actor_id else -1,
+                    ))  # fmt: skip
+                    self.by_driver.append(record.parent_call_id is None)
             elif b'"event":"call.stuck"' in raw[:120]:
                 event = _STUCK(raw)
                 if event.call_id in self.stuck or len(self.stuck) < MAX_LISTED:
@@ -156,15 +156,22 @@ class Queues:
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass  # a line cut short by a killed process
 
+    def _number(self, name: str) -> int:
+        """A name's number (the first name is 0: ``names.get(...) or`` lands here for it)."""
+        found = self.names.get(name)
+        if found is None:
+            found = self.names[name] = len(self.names)
+        return found
+
     def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
         """A call's first attempt's start (the queue ends there), and its task's last end."""
         key = hash(task_id)
-        if not attempt and begun and key not in self.started:
-            self.started[key] = self.clock(begun)
+        if not attempt and begun:
+            self.start_keys.append(key)
+            self.start_stamps.add(begun, self.clock)
         if ended:
-            when = self.clock(ended)
-            if when > self.ended.get(key, 0.0):
-                self.ended[key] = when
+            self.end_keys.append(key)
+            self.end_stamps.add(ended, self.clock)
 
     def actor_call(
         self, actor_id: str, task_id: str, kind: str | None, attempt: int | None, ended: str | None
@@ -191,35 +198,46 @@ class Queues:
 
         ``ended`` gives a call's status by its id (``None`` if it never ended).
         """
-        waits: dict[str, array[float]] = {}
-        never: list[dict[str, Any]] = []
-        never_count = 0
-        sites: dict[str, list[tuple[float, float | None]]] = {}  # the driver's, by line
-        actors: dict[str, list[float]] = {}  # an actor's calls: each one's time in queue
-        started, ends = self.started.get, self.ended.get
-        for key, (when, function, site, task_id, actor, by_driver) in self.submitted.items():
-            begun = started(key)
-            if by_driver and site:
-                at_site = sites.get(site)  # not setdefault(site, []): a new list per call
-                if at_site is None:
-                    at_site = sites[site] = []
-                at_site.append((when, ends(key)))
-            if begun is None:
-                never_count += 1
-                if len(never) < MAX_LISTED:
-                    never.append({"function": function, "submitted": when, "site": site,
-                                  "task_id": task_id})  # fmt: skip
-                continue
-            queued = waits.get(function)
-            if queued is None:
-                queued = waits[function] = array("d")
-            queued.append(begun - when if begun > when else 0.0)
-            if actor:
-                behind_others = behind(when, begun, self.before.get(key), self.ready.get(actor))
-                actors.setdefault(actor, []).append(behind_others)
-        waited = {actor: (len(values), max(values)) for actor, values in actors.items()}
+        if not self.submit_keys:
+            return flights({}, [], 0, self.stuck.values(), ended, [], {})
+        import numpy  # noqa: PLC0415 -- only for a session with submissions (150 ms)
+
+        keys = numpy.frombuffer(self.submit_keys, dtype=numpy.int64)
+        rows = numpy.sort(numpy.unique(keys, return_index=True)[1])  # a task's first
+        keys = keys[rows]
+        when = self.submit_stamps.seconds(numpy, self.clock)[rows]
+        named = numpy.frombuffer(self.submit_names, dtype=numpy.int64).reshape(-1, 3)[rows]
+        function, site, actor = named[:, 0], named[:, 1], named[:, 2]
+        driver = numpy.frombuffer(self.by_driver, dtype=numpy.uint8)[rows].astype(bool)
+        begun = joined(numpy, keys, self.start_keys, self.start_stamps, self.clock, last=False)
+        ends = joined(numpy, keys, self.end_keys, self.end_stamps, self.clock, last=True)
+        names = list(self.names)
+        started = ~numpy.isnan(begun)
+        # Time in queue: each function's, in the order the functions were first started.
+        waited = numpy.where(begun > when, begun - when, 0.0)[started]
+        waits = {
+            names[number]: values
+            for number, values in grouped(numpy, function[started], waited).items()
+        }
+        ids = self.first_task_ids
+        never = [
+            {"function": names[function[row]], "submitted": float(when[row]),
+             "site": names[site[row]] if site[row] >= 0 else None,
+             "task_id": ids[rows[row]] if rows[row] < len(ids) else None}
+            for row in numpy.flatnonzero(~started)[:MAX_LISTED].tolist()
+        ]  # fmt: skip
+        lined = driver & (site >= 0)
+        loops = column_loops(numpy, site[lined], when[lined], ends[lined], names, LOOP_MIN)
+        actors: dict[str, list[float]] = {}
+        for row in numpy.flatnonzero(started & (actor >= 0)).tolist():
+            name = names[actor[row]]
+            actors.setdefault(name, []).append(behind(
+                float(when[row]), float(begun[row]), self.before.get(int(keys[row])),
+                self.ready.get(name),
+            ))  # fmt: skip
+        longest = {name: (len(values), max(values)) for name, values in actors.items()}
         return flights(
-            waits, never, never_count, self.stuck.values(), ended, loops_of(sites), waited
+            waits, never, int((~started).sum()), self.stuck.values(), ended, loops, longest
         )
 
     def findings(
@@ -297,7 +315,7 @@ def behind(
 
 
 def flights(  # noqa: PLR0917 -- one argument per part of the joined records
-    waits: dict[str, array[float]],
+    waits: Mapping[str, Sequence[float]],
     never: list[dict[str, Any]],
     never_count: int,
     stuck: Iterable[Stuck],
@@ -340,7 +358,7 @@ def loops_of(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[st
     for site, calls in sites.items():
         if len(calls) < LOOP_MIN:
             continue
-        calls.sort()
+        calls.sort(key=_submitted_then_ended)  # not by the tuples: None < float raises
         serial = sum(
             1
             for (_, ended), (next_submitted, _) in itertools.pairwise(calls)
@@ -350,6 +368,16 @@ def loops_of(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[st
             found.append({"site": site, "calls": len(calls), "serial": serial})
     found.sort(key=lambda row: -row["serial"])
     return found
+
+
+def _submitted_then_ended(call: tuple[float, float | None]) -> tuple[float, float]:
+    """A line's call in order: submitted, then its end, a call that never ended first.
+
+    Two calls of one line can carry the same stamp (a coarse clock, a tight loop); a
+    never-ended call sorts before an ended one then, as ``joins`` packs them (-1).
+    """
+    when, ended = call
+    return (when, -1.0 if ended is None else ended)
 
 
 def _stuck_row(event: Stuck, status: str | None) -> dict[str, Any]:

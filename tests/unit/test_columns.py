@@ -1,0 +1,94 @@
+"""Unit tier: submissions joined as columns read times as the rest of the report does."""
+
+from __future__ import annotations
+
+from array import array
+from datetime import datetime, timedelta, timezone
+
+import numpy
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raytrace_kit._reports.columns import Clock, Stamps, column_loops, grouped, joined
+from raytrace_kit._reports.queues import loops_of
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+_STAMPS = st.lists(
+    st.tuples(st.integers(0, 400 * 86_400 * 10**6), st.booleans()).map(
+        lambda pair: (T0 + timedelta(microseconds=pair[0])).isoformat(
+            timespec="microseconds" if pair[1] else "seconds"
+        )
+    ),
+    max_size=40,
+)
+
+
+class TestStamps:
+    """Stamps read at once are the very floats Clock reads one at a time."""
+
+    @given(_STAMPS)
+    def test_same_floats_as_clock(self, stamps: list[str]) -> None:
+        clock, kept = Clock(), Stamps()
+        for stamp in stamps:
+            kept.add(stamp, clock)
+        assert kept.seconds(numpy, clock).tolist() == [Clock()(stamp) for stamp in stamps]
+
+
+class TestJoined:
+    """Each task's first start read, or latest end, from the other side; NaN where none."""
+
+    def test_first_read_and_latest(self) -> None:
+        clock, stamps = Clock(), Stamps()
+        side = array("q", [7, 5, 7, 9])  # task 7 twice: read at 2 s, then at 3 s
+        for second in (2, 1, 3, 4):
+            stamps.add(f"2026-01-01T00:00:0{second}.000000+00:00", clock)
+        keys = numpy.array([5, 7, 8], dtype=numpy.int64)  # 8: never on the other side
+        base = clock("2026-01-01T00:00:00.000000+00:00")
+        first = joined(numpy, keys, side, stamps, clock, last=False)
+        latest = joined(numpy, keys, side, stamps, clock, last=True)
+        assert ((first[:2] - base).tolist(), (latest[:2] - base).tolist()) == (
+            [1.0, 2.0],
+            [1.0, 3.0],
+        )
+        assert numpy.isnan(first[2])
+        assert numpy.isnan(latest[2])
+        assert numpy.isnan(joined(numpy, keys, array("q"), Stamps(), clock, last=True)).all()
+
+
+class TestLoops:
+    """The driver's lines judged from columns as loops_of judges them from lists."""
+
+    @given(
+        st.lists(
+            st.tuples(
+                st.integers(0, 2),
+                st.integers(0, 30),
+                st.one_of(st.none(), st.integers(0, 35)),
+            ),
+            max_size=60,
+        )
+    )
+    def test_as_loops_of(self, calls: list[tuple[int, int, int | None]]) -> None:
+        names = ["a.py:1", "b.py:2", "c.py:3"]
+        lists: dict[str, list[tuple[float, float | None]]] = {}
+        for site, when, end in calls:
+            lists.setdefault(names[site], []).append(
+                (float(when), None if end is None else float(end))
+            )
+        columns = column_loops(
+            numpy,
+            numpy.array([c[0] for c in calls], dtype=numpy.int64),
+            numpy.array([float(c[1]) for c in calls]),
+            numpy.array([numpy.nan if c[2] is None else float(c[2]) for c in calls]),
+            names,
+            5,
+        )
+        assert columns == loops_of(lists)
+
+
+def test_grouped_keeps_the_order_groups_come_in() -> None:
+    groups = numpy.array([4, 2, 4, 9, 2], dtype=numpy.int64)
+    values = numpy.array([3.0, 1.0, 0.5, 7.0, 0.25])
+    assert grouped(numpy, groups, values) == {4: [0.5, 3.0], 2: [0.25, 1.0], 9: [7.0]}
+    assert grouped(numpy, groups[:0], values[:0]) == {}
