@@ -9,7 +9,9 @@ printed, with a noise floor (the same variant measured twice).
   whole call, log=True        an instrumented method called in the actor: start and end
   whole call, log=False       the same without events: context and bookkeeping only
   plain method                the method itself (the floor of the two above)
-  figures (3 syscalls)        memory and CPU clocks, once (a call reads them twice)
+  figures, a short call       what a call after one under 1 ms reads: statm at its end,
+                              nothing at its start (the end's figures, within 1 ms)
+  figures, one end            memory and thread clock (2 syscalls): each end of a longer call
   Ray ids                     task id, attempt and name from Ray's worker, once
   render a call line          one call.start line, rendered to bytes (a call renders two)
   write a line                one append to the event file (a call writes two)
@@ -62,8 +64,14 @@ class Bench:
             "whole call, log=True (2)": logged.echo,
             "whole call, log=False": quiet.echo,
             "plain method": plain.echo,
-            # What a short call reads, at each end (the process's clock only after a long one)
-            "figures (2 syscalls)": lambda _: _process.call_figures(process_cpu=False),
+            # What a call of a function whose last call ran under 1 ms reads at its end and
+            # its start (statm once: no clock); after a longer one, a start or end reads
+            # both (the process's clock too after one of 10 ms or more).
+            "figures, a short call": lambda _: (
+                _process.end_figures(process_cpu=False, usage=False),
+                _process.start_figures(time.perf_counter(), process_cpu=False, thread_cpu=False),
+            ),
+            "figures, one end (2 syscalls)": lambda _: _process.call_figures(process_cpu=False),
             "Ray ids": lambda _: _process.running_task(),
             "render a call line": lambda _: encode.call_line("call.start", "info", call.fragment),
             "write a line": lambda _: write(line),
@@ -149,7 +157,7 @@ def main() -> None:
     print(f"  noise floor (log=True twice): {floor:.3f}")
     kit = medians["whole call, log=True"] - medians["plain method"]
     parts = {
-        "figures x2": 2 * medians["figures (2 syscalls)"],
+        "figures": medians["figures, a short call"],
         "Ray ids": medians["Ray ids"],
         "render x2": 2 * medians["render a call line"],
         "write x2": 2 * medians["write a line"],

@@ -25,6 +25,7 @@ if sys.platform != "win32":  # Windows has no resource module
 __all__ = [
     "PROCESS_CPU_MIN_S",
     "REUSE_S",
+    "THREAD_CPU_MIN_S",
     "ProcessIdentity",
     "ProcessState",
     "call_figures",
@@ -68,6 +69,7 @@ class ProcessState:
         self.driver_identity: tuple[object, ProcessIdentity] | None = None  # per connection
         self.local_identity: ProcessIdentity | None = None  # ids of local calls without Ray
         self.actor_id: str | None = None  # a process hosts at most one actor, for life
+        self.pid = os.getpid()  # a system call each time: kept (a forked child clears)
         self.call_prefix = os.urandom(5).hex()  # call ids: prefix + counter
         self.call_counter = itertools.count()
         self.statm_fd: int | None = None  # /proc/self/statm, kept open
@@ -75,6 +77,7 @@ class ProcessState:
         # process CPU), which a call starting right after it takes as its own (start_figures).
         self.last_end: tuple[float, int | None, int | None, int | None, float | None] | None = None
         self.short_calls: set[str] = set()  # functions whose last call was short (see ran())
+        self.tiny_calls: set[str] = set()  # ...and under a millisecond (see ran())
         self.failed_attempts: dict[str, int] = {}  # task -> its last failed attempt here
 
     def close(self) -> None:
@@ -108,7 +111,7 @@ def process_identity() -> ProcessIdentity:
     identity = state.worker_identity
     if identity is not None:
         return identity
-    pid = os.getpid()
+    pid = state.pid
     key = _ray_compat.connection_key(pid)
     cached = state.driver_identity
     if cached is not None and cached[0] == key:
@@ -236,15 +239,23 @@ def call_figures(
     usage = resource.getrusage(resource.RUSAGE_THREAD)
     thread = usage.ru_utime + usage.ru_stime
     max_rss = usage.ru_maxrss * 1024  # kibibytes on Linux
+    rss, private = _statm()
+    if rss is None:
+        return None, None, max_rss, thread, process
+    return rss, private, rss if max_rss < rss else max_rss, thread, process
+
+
+def _statm() -> tuple[int, int] | tuple[None, None]:
+    """The RSS and the RSS less shared pages, from ``/proc/self/statm`` (Linux; kept open)."""
     try:
         fd = state.statm_fd
         if fd is None:
             fd = state.statm_fd = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
         fields = os.pread(fd, 128, 0).split()
     except OSError:
-        return None, None, max_rss, thread, process
+        return None, None
     rss, shr = int(fields[1]) * _PAGE, int(fields[2]) * _PAGE
-    return rss, rss - shr, rss if max_rss < rss else max_rss, thread, process
+    return rss, rss - shr
 
 
 # A call that starts this soon after another's end (back to back, as an actor's queued calls
@@ -253,7 +264,7 @@ REUSE_S = 0.001
 
 
 def start_figures(
-    now: float, *, process_cpu: bool
+    now: float, *, process_cpu: bool, thread_cpu: bool = True
 ) -> tuple[int | None, int | None, int | None, float, float | None]:
     """:func:`call_figures` at a call's start, ``now`` being its ``time.perf_counter()``.
 
@@ -262,12 +273,15 @@ def start_figures(
     the process's clock is what costs most at a call's start in a Ray worker: it sums every
     thread's time, and Ray's threads are busy delivering the call just then (2.5 µs in the
     median, 26 µs in one call of ten, measured in an actor). Only this thread's CPU time is
-    read fresh (one ``getrusage``).
+    read fresh (one ``getrusage``), unless ``thread_cpu`` is false (then 0.0: no system
+    call at all).
     """
     last = state.last_end
     if last is None or now - last[0] >= REUSE_S or (process_cpu and last[4] is None):
         return call_figures(process_cpu=process_cpu)
-    if sys.platform != "linux":
+    if not thread_cpu:
+        thread = 0.0
+    elif sys.platform != "linux":
         thread = time.thread_time()
     else:
         usage = resource.getrusage(resource.RUSAGE_THREAD)
@@ -276,10 +290,22 @@ def start_figures(
 
 
 def end_figures(
-    *, process_cpu: bool
+    *, process_cpu: bool, usage: bool = True
 ) -> tuple[int | None, int | None, int | None, float, float | None]:
-    """:func:`call_figures` at a call's end, kept for a call that starts right after it."""
-    figures = call_figures(process_cpu=process_cpu)
+    """:func:`call_figures` at a call's end, kept for a call that starts right after it.
+
+    ``usage`` false (a call under :data:`THREAD_CPU_MIN_S` that read no thread clock at
+    its start): this thread's rusage is not read; the high-water RSS is the last one read,
+    raised to the RSS now (what a call so short can have added above it is small), and the
+    thread's CPU time 0.0.
+    """
+    last = state.last_end
+    if usage or last is None or last[3] is None or sys.platform != "linux" or process_cpu:
+        figures = call_figures(process_cpu=process_cpu)
+    else:
+        rss, private = _statm()
+        peak = last[3] if rss is None or last[3] >= rss else rss
+        figures = (rss, private, peak, 0.0, None)
     state.last_end = (time.perf_counter(), *figures[:3], figures[4])
     return figures
 
@@ -292,12 +318,27 @@ PROCESS_CPU_MIN_S = 0.01
 
 
 def ran(function: str, duration: float) -> None:
-    """A call of ``function`` took ``duration``: whether its next call reads the process clock."""
-    short = state.short_calls
+    """A call of ``function`` took ``duration``: which clocks its next call reads.
+
+    Under :data:`PROCESS_CPU_MIN_S`, not the process's; under :data:`THREAD_CPU_MIN_S`,
+    not the thread's either (nor this thread's rusage at its end).
+    """
+    short, tiny = state.short_calls, state.tiny_calls
     if duration < PROCESS_CPU_MIN_S:
         short.add(function)
+        if duration < THREAD_CPU_MIN_S:
+            tiny.add(function)
+        elif tiny:
+            tiny.discard(function)
     elif short:
         short.discard(function)
+        tiny.discard(function)
+
+
+# A call of a function whose last call here ran under this reads no thread CPU clock (its
+# cpu_s is null): two system calls fewer a call, and beside so short a call the figure is
+# mostly the kit's and Ray's own work around it.
+THREAD_CPU_MIN_S = 0.001
 
 
 # On Linux a thread's rusage carries the process's high-water RSS too (the mm's), and costs

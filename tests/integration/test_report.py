@@ -310,21 +310,27 @@ class Napper:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_process_cpu_is_read_unless_the_last_call_was_short() -> None:
-    """The process's clock (every thread's) is skipped after a call under 10 ms.
+def test_clocks_are_read_unless_the_last_call_was_short() -> None:
+    """The process's clock is skipped after a call under 10 ms, the thread's under 1 ms.
 
-    What a user sees in the calls: the first call has the figure; a call after a short one
-    has null; a call after one of 10 ms or more has it again.
+    What a user sees in the calls: the first call has both figures; a call after one
+    under 1 ms has neither; after one of 1 to 10 ms only the thread's (cpu_s); after one
+    of 10 ms or more both again. Judged by the durations the calls record (a busy
+    machine may stretch a call of 0 s past 1 ms: the rule holds for what happened).
     """
     napper = Napper.remote()
-    naps = [0.0, 0.0, 0.02, 0.0, 0.0]
+    naps = [0.0, 0.0, 0.02, 0.005, 0.0, 0.0]
     for seconds in naps:  # one at a time: each call's "last call" is the one before
         assert ray.get(napper.nap.remote(seconds)) == seconds
     calls = raytrace_kit.open_session().calls(function="Napper.nap")[-len(naps) :]
     took = [c.duration_s for c in calls]
     assert all(d is not None and d >= s for d, s in zip(took, naps, strict=True)), took
-    assert [c.process_cpu_s is not None for c in calls] == [True, False, False, True, False]
-    assert all(c.cpu_s is not None for c in calls)  # the thread's clock: always
+    before = [None, *took[:-1]]  # each call's last call's duration (the first: none)
+    thread = [last is None or last >= 0.001 for last in before]
+    process = [last is None or last >= 0.01 for last in before]
+    assert [c.cpu_s is not None for c in calls] == thread, took
+    assert [c.process_cpu_s is not None for c in calls] == process, took
+    assert (thread[3], process[3]) == (True, True)  # after the 20 ms nap: both, always
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -92,6 +92,37 @@ class TestStartFigures:
         assert figures[0] != 1
 
 
+class TestShortCalls:
+    """After a call under 1 ms its function's next call reads no clock and no rusage."""
+
+    def test_which_clocks_the_next_call_reads(self) -> None:
+        """Under 1 ms: neither clock; 1 to 10 ms: the thread's; 10 ms or more: both."""
+        for duration, tiny, short in ((0.0005, True, True), (0.005, False, True),
+                                      (0.02, False, False), (0.0001, True, True)):  # fmt: skip
+            _process.ran("m.f", duration)
+            state = _process.state
+            assert ("m.f" in state.tiny_calls, "m.f" in state.short_calls) == (tiny, short)
+
+    def test_a_start_right_after_an_end_reads_nothing(self) -> None:
+        """No thread clock asked for: the last end's figures, and 0.0 for the clock."""
+        _process.state.last_end = (10.0, 5, 4, 7, None)
+        figures = _process.start_figures(10.0, process_cpu=False, thread_cpu=False)
+        assert figures == (5, 4, 7, 0.0, None)
+
+    def test_an_end_without_rusage_keeps_the_last_high_water_mark(self) -> None:
+        """The RSS is read fresh (statm); the peak is the last read, raised to the RSS."""
+        _process.state.last_end = (0.0, 1, 1, 2**50, None)
+        rss, private, peak, thread, process = _process.end_figures(process_cpu=False, usage=False)
+        assert rss is not None
+        assert private is not None
+        assert rss > 1
+        assert private <= rss
+        assert (peak, thread, process) == (2**50, 0.0, None)
+        _process.state.last_end = (0.0, 1, 1, 1, None)
+        rss, _, peak, _, _ = _process.end_figures(process_cpu=False, usage=False)
+        assert peak == rss
+
+
 class TestKitThread:
     """The kit's thread: one per process, ended by a reset (a test session starts many)."""
 

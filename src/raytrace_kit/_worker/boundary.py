@@ -103,10 +103,12 @@ class Boundary:
             )  # fmt: skip
             if spec.options.log:
                 call.capture()
-                cpu = self.cpu
+                # The clocks its function's last call here was long enough for (_process.ran).
+                cpu = self.cpu and spec.fragment not in _process.state.tiny_calls
                 rss, private, max_rss, thread, process = _process.start_figures(
                     call.started,
                     process_cpu=cpu and spec.fragment not in _process.state.short_calls,
+                    thread_cpu=cpu,
                 )
                 call.rss_start = rss
                 if cpu:
@@ -190,15 +192,17 @@ class Boundary:
         try:
             started = self.cpu_started
             process_started = None if started is None else started[1]
-            rss, private, max_rss, thread, process = _process.end_figures(
-                process_cpu=process_started is not None
-            )
             duration = time.perf_counter() - call.started
+            rss, private, max_rss, thread, process = _process.end_figures(
+                process_cpu=process_started is not None,
+                usage=started is not None or duration >= _process.THREAD_CPU_MIN_S,
+            )
             cpu_s = process_cpu_s = None
             if started is not None:
                 cpu_s = thread - started[0]
                 if process is not None and process_started is not None:
                     process_cpu_s = process - process_started
+            if self.cpu:
                 _process.ran(self.spec.fragment, duration)
             tail = (
                 encode.end_members(
