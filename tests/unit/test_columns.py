@@ -29,10 +29,35 @@ class TestStamps:
 
     @given(_STAMPS)
     def test_same_floats_as_clock(self, stamps: list[str]) -> None:
-        clock, kept = Clock(), Stamps()
-        for stamp in stamps:
-            kept.add(stamp, clock)
-        assert kept.seconds(numpy, clock).tolist() == [Clock()(stamp) for stamp in stamps]
+        kept = Stamps()
+        assert all(kept.add(stamp) for stamp in stamps)
+        assert kept.seconds(numpy).tolist() == [Clock()(stamp) for stamp in stamps]
+
+    def test_other_shapes_read_alike_and_no_time_kept_out(self) -> None:
+        """Milliseconds, Z, a space, other offsets: the digits as UTC, as Clock reads them.
+
+        A digit of another script ends the fraction; a stamp that is no time is not kept:
+        the caller leaves its record out, as it does a line cut short.
+        """
+        kept, base = Stamps(), Clock()("2026-01-01T00:00:01.000000+00:00")
+        shapes = [
+            "2026-01-01T00:00:01.250+00:00",
+            "2026-01-01T00:00:01.25000Z",
+            "2026-01-01 00:00:01.250000+00:00",
+            "2026-01-01T00:00:01.250000+05:00",  # the kit writes UTC: no offset applied
+            "2026-01-01T00:00:01.2500001+00:00",
+            "2026-01-01T00:00:01.25000\u0661+00:00",  # an Arabic-Indic one after 25000
+        ]
+        assert all(kept.add(stamp) for stamp in shapes)
+        assert [round(v - base, 6) for v in kept.seconds(numpy).tolist()] == [0.25] * 6
+        assert not kept.add("yesterday")
+        assert len(kept.seconds(numpy)) == 6
+        # The kit's shape with a letter in it: kept, and read as no time (NaN), the rest as
+        # before (numpy refuses the whole column: each row is read alone then).
+        assert kept.add("2026-01-01T00:00:0x.250000+00:00")
+        values = kept.seconds(numpy)
+        assert [round(v - base, 6) for v in values[:6].tolist()] == [0.25] * 6
+        assert numpy.isnan(values[6])
 
 
 class TestJoined:
@@ -42,18 +67,18 @@ class TestJoined:
         clock, stamps = Clock(), Stamps()
         side = array("q", [7, 5, 7, 9])  # task 7 twice: read at 2 s, then at 3 s
         for second in (2, 1, 3, 4):
-            stamps.add(f"2026-01-01T00:00:0{second}.000000+00:00", clock)
+            stamps.add(f"2026-01-01T00:00:0{second}.000000+00:00")
         keys = numpy.array([5, 7, 8], dtype=numpy.int64)  # 8: never on the other side
         base = clock("2026-01-01T00:00:00.000000+00:00")
-        first = joined(numpy, keys, side, stamps, clock, last=False)
-        latest = joined(numpy, keys, side, stamps, clock, last=True)
+        first = joined(numpy, keys, side, stamps, last=False)
+        latest = joined(numpy, keys, side, stamps, last=True)
         assert ((first[:2] - base).tolist(), (latest[:2] - base).tolist()) == (
             [1.0, 2.0],
             [1.0, 3.0],
         )
         assert numpy.isnan(first[2])
         assert numpy.isnan(latest[2])
-        assert numpy.isnan(joined(numpy, keys, array("q"), Stamps(), clock, last=True)).all()
+        assert numpy.isnan(joined(numpy, keys, array("q"), Stamps(), last=True)).all()
 
 
 class TestLoops:

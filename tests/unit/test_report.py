@@ -163,6 +163,42 @@ class TestQueues:
         assert [row["task_id"] for row in made.never_started] == tasks
         assert [row["site"] for row in made.never_started] == ["/app/job.py:4"] * 3
 
+    def test_submitted_twice_and_no_site(self, tmp_path: Path) -> None:
+        """A task's second record counts once; a record with an empty site is of no line.
+
+        2,100 tasks each recorded twice and run, then one more that never started: it is
+        among the first 4,000 tasks read, so its id is listed. Eight calls with
+        ``"site":""``, each submitted after the one before ended: no loop at an empty line.
+        """
+        from raytrace_kit._process import ProcessIdentity  # noqa: PLC0415
+
+        driver = ProcessIdentity("01000000", "ab" * 28, "cd" * 28, 100, is_worker=False)
+        prefix = submissions.submit_prefix("app.step", "task", {"CPU": 1.0}, None)
+        ran = Process(tmp_path, 200)
+        tasks = [task_of(f"a{k:015x}") for k in range(2101)]
+        for k, task in enumerate(tasks[:-1] * 2 + tasks[-1:]):
+            ran.writer.write(
+                submissions.submit_line(ORIGIN + k / 1000, prefix, task, None, None, driver,
+                                        "/app/a.py:3", None)
+            )  # fmt: skip
+        for k, task in enumerate(tasks[:-1]):
+            ran.call(f"a{k:015x}", "app.step", 5.0 + k / 1000, 5.0005 + k / 1000, task=task)
+        made = raytrace_kit.report(tmp_path)
+        assert [row["task_id"] for row in made.never_started] == tasks[-1:]
+        (queued,) = made.queued
+        assert queued["count"] == 2100
+        unlined = tmp_path / "unlined"
+        unlined.mkdir()
+        ran = Process(unlined, 200)
+        for k in range(8):
+            task = task_of(f"d00000000000000{k}")
+            ran.writer.write(
+                submissions.submit_line(ORIGIN + 10 * k, prefix, task, None, None, driver, "",
+                                        None)
+            )  # fmt: skip
+            ran.call(f"d00000000000000{k}", "app.step", 10 * k + 1, 10 * k + 2, task=task)
+        assert [f for f in raytrace_kit.report(unlined).findings if f.kind == "driver_loop"] == []
+
 
 def test_an_actor_restart_is_no_retry(tmp_path: Path) -> None:
     """A restarted actor's ``__init__`` is no retry: only a retry after a failure counts.

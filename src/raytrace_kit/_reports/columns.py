@@ -11,13 +11,22 @@ only for a session with submissions.
 
 from __future__ import annotations
 
+import re
 from array import array
 from datetime import datetime
 from typing import Any
 
 import msgspec
 
-__all__ = ["Clock", "Stamps", "column_loops", "decode_submission", "grouped", "joined"]
+__all__ = [
+    "Clock",
+    "Stamps",
+    "column_loops",
+    "decode_submission",
+    "grouped",
+    "joined",
+    "read_stamp",
+]
 
 
 class _Submitted(msgspec.Struct, gc=False):
@@ -56,29 +65,42 @@ class Stamps:
     """Timestamps kept as their first 26 bytes, read into seconds all at once (numpy).
 
     :class:`Clock` reads a stamp in half a microsecond; a report of a third of a million calls
-    reads a million of them. Here each costs a tenth of that, and 26 bytes until read.
+    reads a million of them. Here each costs a tenth of that, and 26 bytes until read. A
+    stamp of another shape than the kit's (no fraction, milliseconds, ``Z``) is read at once
+    by :func:`read_stamp` and kept aside; one that is no time at all is not kept.
     """
 
     __slots__ = ("data", "odd")
 
     def __init__(self) -> None:
         self.data = bytearray()
-        self.odd: dict[int, float] = {}  # a stamp of another shape: its row, read by Clock
+        self.odd: dict[int, float] = {}  # a stamp of another shape: its row, and its time
 
-    def add(self, stamp: str, clock: Clock) -> None:
-        if stamp[19:20] == "." and len(stamp) >= _STAMP:
-            self.data += stamp[:_STAMP].encode()
-        else:  # no fraction ("...:05+00:00"): Clock's reading, kept aside
-            self.odd[len(self.data) // _STAMP] = clock(stamp)
-            self.data += _EPOCH
+    def add(self, stamp: str) -> bool:
+        """Keep ``stamp`` as the next row; ``False`` (nothing kept) if it is no time."""
+        if len(stamp) == _KIT and stamp[19] == "." and stamp[26] in "+-":
+            try:  # the kit's own shape: "2026-01-01T00:00:00.000000+00:00"
+                self.data += stamp[:_STAMP].encode("ascii")
+            except UnicodeEncodeError:
+                pass  # a digit of another script: read below
+            else:
+                return True
+        value = read_stamp(stamp)
+        if value is None:
+            return False
+        self.odd[len(self.data) // _STAMP] = value
+        self.data += _EPOCH
+        return True
 
-    def seconds(self, numpy: Any, clock: Clock) -> Any:
+    def seconds(self, numpy: Any) -> Any:
         """The stamps as floats: the very floats :class:`Clock` gives, in one array."""
         raw = numpy.frombuffer(self.data, dtype=f"S{_STAMP}")
         try:
             micros = raw.astype("datetime64[us]").astype(numpy.int64)
-        except ValueError:  # not a date where one should be: each read as Clock reads it
-            values = numpy.array([clock(stamp.decode()) for stamp in raw.tolist()])
+        except ValueError:  # a letter where a digit should be: each row read alone (NaN)
+            values = numpy.array(
+                [numpy.nan if (v := read_stamp(s.decode())) is None else v for s in raw.tolist()]
+            )
         else:  # whole seconds, then the fraction: Clock's two steps, the same float
             values = (micros // 1_000_000).astype(numpy.float64) + (micros % 1_000_000) / 1e6
         for row, value in self.odd.items():
@@ -86,6 +108,23 @@ class Stamps:
         return values
 
 
+def read_stamp(stamp: str) -> float | None:
+    """A time of any ISO 8601 shape, read as :class:`Clock` reads the kit's; ``None`` if none.
+
+    Its date and time of day as UTC (an offset is not applied: the kit writes UTC, and a
+    session read two ways would compare times hours apart), plus its fraction, of any
+    number of digits.
+    """
+    try:
+        base = datetime.fromisoformat(stamp[:19] + "+00:00").timestamp()
+    except ValueError:
+        return None
+    fraction = _FRACTION.match(stamp, 19)
+    return base + (int(fraction[1][:6].ljust(6, "0")) / 1e6 if fraction else 0.0)
+
+
+_FRACTION = re.compile(r"\.([0-9]+)")
+_KIT = 32  # the kit's stamps: microseconds, then the UTC offset
 _STAMP = 26  # "2026-01-01T00:00:00.000000": the UTC offset after it is always +00:00
 _EPOCH = b"1970-01-01T00:00:00.000000"
 
@@ -95,7 +134,6 @@ def joined(
     keys: Any,
     side: array[int],
     stamps: Stamps,
-    clock: Clock,
     *,
     last: bool,
 ) -> Any:
@@ -103,7 +141,7 @@ def joined(
     found = numpy.frombuffer(side, dtype=numpy.int64)
     if not len(found):
         return numpy.full(len(keys), numpy.nan)
-    values = stamps.seconds(numpy, clock)
+    values = stamps.seconds(numpy)
     if last:  # the latest of a task's
         order = numpy.lexsort((values, found))
         found, values = found[order], values[order]

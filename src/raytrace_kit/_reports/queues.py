@@ -107,7 +107,7 @@ class Queues:
         self.submit_stamps = Stamps()
         self.submit_names = array("q")  # three per row
         self.by_driver = bytearray()
-        self.first_task_ids: list[str] = []  # the first rows' task ids (a report lists a few)
+        self.first_task_ids: dict[str, None] = {}  # the first tasks' ids (a report lists a few)
         self.names: dict[str, int] = {}  # each function, site, actor, numbered once
         self.start_keys = array("q")  # each task's first attempt's start(s)
         self.start_stamps = Stamps()
@@ -131,16 +131,15 @@ class Queues:
                 ):
                     return
                 task = record.task_id
-                if task and stamp:
-                    if len(self.first_task_ids) < KEEP_TASK_IDS:
-                        self.first_task_ids.append(task)
+                if task and stamp and self.submit_stamps.add(stamp):
+                    if len(self.first_task_ids) < KEEP_TASK_IDS:  # the first tasks read
+                        self.first_task_ids.setdefault(task)
                     self.submit_keys.append(hash(task))
-                    self.submit_stamps.add(stamp, self.clock)
                     names, number = self.names, self._number
                     site = record.site
                     self.submit_names.extend((
                         names.get(record.function) or number(record.function),
-                        -1 if site is None else names.get(site) or number(site),
+                        names.get(site) or number(site) if site else -1,
                         number(record.actor_id)
                         if record.kind == "actor_method" and record.actor_id else -1,
                     ))  # fmt: skip
@@ -166,12 +165,10 @@ class Queues:
     def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
         """A call's first attempt's start (the queue ends there), and its task's last end."""
         key = hash(task_id)
-        if not attempt and begun:
+        if not attempt and begun and self.start_stamps.add(begun):
             self.start_keys.append(key)
-            self.start_stamps.add(begun, self.clock)
-        if ended:
+        if ended and self.end_stamps.add(ended):
             self.end_keys.append(key)
-            self.end_stamps.add(ended, self.clock)
 
     def actor_call(
         self, actor_id: str, task_id: str, kind: str | None, attempt: int | None, ended: str | None
@@ -205,12 +202,12 @@ class Queues:
         keys = numpy.frombuffer(self.submit_keys, dtype=numpy.int64)
         rows = numpy.sort(numpy.unique(keys, return_index=True)[1])  # a task's first
         keys = keys[rows]
-        when = self.submit_stamps.seconds(numpy, self.clock)[rows]
+        when = self.submit_stamps.seconds(numpy)[rows]
         named = numpy.frombuffer(self.submit_names, dtype=numpy.int64).reshape(-1, 3)[rows]
         function, site, actor = named[:, 0], named[:, 1], named[:, 2]
         driver = numpy.frombuffer(self.by_driver, dtype=numpy.uint8)[rows].astype(bool)
-        begun = joined(numpy, keys, self.start_keys, self.start_stamps, self.clock, last=False)
-        ends = joined(numpy, keys, self.end_keys, self.end_stamps, self.clock, last=True)
+        begun = joined(numpy, keys, self.start_keys, self.start_stamps, last=False)
+        ends = joined(numpy, keys, self.end_keys, self.end_stamps, last=True)
         names = list(self.names)
         started = ~numpy.isnan(begun)
         # Time in queue: each function's, in the order the functions were first started.
@@ -219,11 +216,11 @@ class Queues:
             names[number]: values
             for number, values in grouped(numpy, function[started], waited).items()
         }
-        ids = self.first_task_ids
+        ids = list(self.first_task_ids)  # the n-th is the n-th row's: both first reads
         never = [
             {"function": names[function[row]], "submitted": float(when[row]),
              "site": names[site[row]] if site[row] >= 0 else None,
-             "task_id": ids[rows[row]] if rows[row] < len(ids) else None}
+             "task_id": ids[row] if row < len(ids) else None}
             for row in numpy.flatnonzero(~started)[:MAX_LISTED].tolist()
         ]  # fmt: skip
         lined = driver & (site >= 0)
