@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from raytrace_kit._output.schema import Submitted
+
 __all__ = [
     "Clock",
     "Stamps",
@@ -29,19 +31,7 @@ __all__ = [
 ]
 
 
-class _Submitted(msgspec.Struct, gc=False):
-    """What a report reads of a ``call.submit`` (:class:`Submission` has it all)."""
-
-    task_id: str | None = None
-    function: str = ""
-    kind: str | None = None
-    timestamp: str = ""
-    actor_id: str | None = None
-    parent_call_id: str | None = None
-    site: str | None = None
-
-
-decode_submission = msgspec.json.Decoder(_Submitted).decode
+decode_submission = msgspec.json.Decoder(Submitted).decode
 
 
 class Clock:

@@ -20,8 +20,7 @@ from typing import Any
 
 import msgspec
 
-from raytrace_kit._output.schema import Submission
-from raytrace_kit._reports.columns import Clock
+from raytrace_kit._reports.columns import Clock, decode_submission
 from raytrace_kit._reports.packing import (
     pack_floats,
     pack_ints,
@@ -42,7 +41,6 @@ __all__ = [
     "unpack_lines",
 ]
 
-_DECODE_SUBMIT = msgspec.json.Decoder(Submission).decode
 _NONE = -1  # no such time (a task with no end)
 
 # A submission: (submitted, function, site, task id (the first few), index, actor, by driver)
@@ -121,7 +119,7 @@ class NodeQueues(Queues):
             super().line(raw)
             return
         try:
-            record = _DECODE_SUBMIT(raw)
+            record = decode_submission(raw)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return  # a line cut short by a killed process
         stamp = record.timestamp
