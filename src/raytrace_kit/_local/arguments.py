@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from raytrace_kit._local import refs
-from raytrace_kit._local.copies import Frozen, is_atom
+from raytrace_kit._local.copies import copy_value
 from raytrace_kit._local.setting import LocalConfig
 from raytrace_kit._options import CallSpec
 
@@ -50,15 +50,18 @@ def prepare_arguments(
 def copy_arguments(
     args: tuple[Any, ...], kwargs: dict[str, Any], function: str
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Copy arguments as Ray serializes them at submission (refs stay refs).
+    """Copy arguments as Ray serializes them at submission: each apart (refs stay refs).
+
+    One list passed as two arguments reaches the call as two lists, as in Ray, which
+    serializes each argument on its own.
 
     Raises:
         TypeError: An argument cannot be serialized, with Ray's wording of it.
     """
-    if all(map(is_atom, args)) and all(map(is_atom, kwargs.values())):
-        return args, kwargs  # nothing to copy: immutable values are their own copies
     try:
-        return refs.copy_value((args, kwargs))  # type: ignore[no-any-return]
+        copied = tuple(map(copy_value, args))
+        if kwargs:
+            kwargs = {key: copy_value(value) for key, value in kwargs.items()}
     except Exception as exc:
         bad = next((a for a in (*args, *kwargs.values()) if not _copyable(a)), None)
         msg = (
@@ -66,11 +69,12 @@ def copy_arguments(
             f"(local mode copies arguments as Ray serializes them): {exc}"
         )
         raise TypeError(msg) from exc
+    return copied, kwargs
 
 
 def _copyable(value: Any) -> bool:
     try:
-        refs.copy_value(value)
+        copy_value(value)
     except Exception:
         return False
     return True
@@ -105,22 +109,21 @@ class Submitted:
         TypeError: An argument cannot be serialized (from the constructor).
     """
 
-    __slots__ = ("_frozen", "_plain")
+    __slots__ = ("_copy", "_held", "_name")
 
     def __init__(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], config: LocalConfig, function: str
     ) -> None:
-        self._plain = (args, kwargs)
-        self._frozen: Frozen | None = None
-        if config.copy:
-            copy_arguments(args, kwargs, function)  # Ray's TypeError, now
-            self._frozen = Frozen((args, kwargs))
+        self._copy, self._name = config.copy, function
+        # A copy now: Ray's TypeError at .remote(), and the caller's later mutations stay
+        # the caller's. Each attempt then gets a copy of this one.
+        self._held = copy_arguments(args, kwargs, function) if config.copy else (args, kwargs)
 
     def arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """A fresh copy of the arguments (refs stay refs), or the objects with copy=False."""
-        if self._frozen is None:
-            return self._plain
-        return self._frozen.load()  # type: ignore[no-any-return]
+        if not self._copy:
+            return self._held
+        return copy_arguments(*self._held, self._name)
 
 
 def arity(signature: inspect.Signature) -> tuple[int, int] | None:

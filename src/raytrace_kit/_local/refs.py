@@ -24,7 +24,14 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from raytrace_kit._local import state as local_state
-from raytrace_kit._local.copies import Frozen, InProcess, copy_value, is_atom
+from raytrace_kit._local.copies import (
+    NOT_FLAT,
+    Flat,
+    Frozen,
+    InProcess,
+    copy_flat,
+    copy_value,
+)
 from raytrace_kit._output.frames import user_frames
 from raytrace_kit._ray_compat import RAY_OWN
 from raytrace_kit._ray_versions import error_as_delivered
@@ -66,7 +73,7 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
         self,
         *,
         value: Any = None,
-        payload: Frozen | None = None,
+        payload: Frozen | Flat | None = None,
         error: BaseException | None = None,
         future: concurrent.futures.Future[LocalRef] | None = None,
     ) -> None:
@@ -294,19 +301,29 @@ def value_ref(value: Any, copy: bool, function: str) -> LocalRef:
     A value that cannot be serialized gives an error ref, as a task whose return value
     cannot be serialized fails in Ray.
     """
-    if not copy or is_atom(value):
+    if not copy:
+        return LocalRef(value=value)
+    return frozen_ref(value, function)
+
+
+def frozen_ref(value: Any, function: str | None = None) -> LocalRef:
+    """A ref holding a copy of ``value`` (``ray.put``), each ``ray.get`` a fresh one.
+
+    Raises:
+        Exception: ``value`` cannot be serialized (an error ref instead, for a call's
+            value: ``function`` given).
+    """
+    copied = copy_flat(value)
+    if copied is value:
         return LocalRef(value=value)  # immutable: nothing a copy would protect
+    if copied is not NOT_FLAT:
+        return LocalRef(payload=Flat(copied))
+    if function is None:
+        return LocalRef(payload=Frozen(value))
     try:
         return LocalRef(payload=Frozen(value))
     except Exception as exc:
         return error_ref(exc, function)
-
-
-def frozen_ref(value: Any) -> LocalRef:
-    """A ref holding a copy of ``value`` (``ray.put``); raises if it cannot be serialized."""
-    if is_atom(value):
-        return LocalRef(value=value)
-    return LocalRef(payload=Frozen(value))
 
 
 def error_ref(exc: BaseException, function: str) -> LocalRef:

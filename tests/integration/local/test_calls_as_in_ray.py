@@ -117,6 +117,20 @@ def ctx_task() -> tuple[Any, ...]:
     )
 
 
+def aliases(a: Any, b: Any, c: Any = None) -> tuple[bool, bool, bool]:
+    """Whether the call got one object for its arguments, and their values equal."""
+    return a is b, a is c, a == b == c
+
+
+class AsyncAliases:
+    async def check(self, a: Any, b: Any, c: Any = None) -> tuple[bool, bool, bool]:
+        return aliases(a, b, c)
+
+
+def two_lists(flat: bool) -> list[Any]:
+    return [1, "two", 3.0] if flat else [[1], ["two"]]
+
+
 def bump_through(handle: Any) -> int:
     return ray.get(handle.bump.remote())  # type: ignore[no-any-return]
 
@@ -326,6 +340,33 @@ def exception_that_cannot_be_unpickled(remote: Remote) -> Body:
     return lambda: ray.get(ref)
 
 
+def one_list_as_three_arguments(remote: Remote) -> Body:
+    """Ray serializes each argument apart: one list passed thrice arrives as three."""
+    flat, nested = two_lists(flat=True), two_lists(flat=False)
+    refs = [remote(aliases).remote(x, x, c=x) for x in (flat, nested)]
+    return lambda: ray.get(refs)
+
+
+def one_list_as_three_arguments_of_an_async_method(remote: Remote) -> Body:
+    actor = remote(AsyncAliases).remote()
+    flat, nested = two_lists(flat=True), two_lists(flat=False)
+    refs = [actor.check.remote(x, x, c=x) for x in (flat, nested)]
+    return lambda: ray.get(refs)
+
+
+def a_value_got_twice(remote: Remote) -> Body:
+    """Each ray.get of a list deserializes a fresh one: mutating one changes no other."""
+    refs = [remote(two_lists).remote(flat) for flat in (True, False)] + [ray.put([1, 2])]
+
+    def body() -> Any:
+        first = ray.get(refs)
+        for value in first:
+            value.append("mutated")
+        return ray.get(refs)
+
+    return body
+
+
 def cluster_resources_inside_a_call(remote: Remote) -> Body:
     ref = remote(resource_names).remote()
     return lambda: ray.get(ref)
@@ -364,4 +405,7 @@ class TestWithRayShutDown(AgainstPlainRay):
         refs_kept_by_an_actor,
         exception_that_cannot_be_unpickled,
         cluster_resources_inside_a_call,
+        one_list_as_three_arguments,
+        one_list_as_three_arguments_of_an_async_method,
+        a_value_got_twice,
     ]
