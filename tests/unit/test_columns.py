@@ -9,7 +9,8 @@ import numpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raytrace_kit._reports.columns import Clock, Stamps, column_loops, grouped, joined
+from raytrace_kit._reports.columns import Clock, Stamps, column_loops, grouped, joined, read_stamp
+from raytrace_kit._reports.joins import from_micros, micros
 from raytrace_kit._reports.queues import loops_of
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -58,6 +59,26 @@ class TestStamps:
         values = kept.seconds(numpy)
         assert [round(v - base, 6) for v in values[:6].tolist()] == [0.25] * 6
         assert numpy.isnan(values[6])
+
+    def test_clock_and_micros_read_other_shapes_as_the_columns_do(self) -> None:
+        """Milliseconds then Z or an offset, no offset, nine digits: one reading everywhere.
+
+        The cluster report's microseconds and the actor tables' Clock read the fraction's
+        digits (they took six characters: ``.123Z`` raised ``ValueError``, ``.123`` read
+        as 123 microseconds).
+        """
+        shapes = [
+            "2026-01-01T00:00:01.250Z",
+            "2026-01-01T00:00:01.250+00:00",
+            "2026-01-01T00:00:01.25",
+            "2026-01-01T00:00:01.250000123+00:00",
+            "2026-01-01T00:00:01.250000+00:00",
+        ]
+        base = Clock()("2026-01-01T00:00:01+00:00")
+        for stamp in shapes:
+            assert round(Clock()(stamp) - base, 6) == 0.25, stamp
+            assert Clock()(stamp) == read_stamp(stamp), stamp
+            assert from_micros(micros(stamp)) == Clock()(stamp), stamp
 
 
 class TestJoined:

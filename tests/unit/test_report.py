@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 import time
 from pathlib import Path
 
@@ -11,7 +12,9 @@ import pytest
 
 import raytrace_kit
 from raytrace_kit._output import submissions
+from raytrace_kit._reports import header
 from raytrace_kit._reports.report import FORCE_CANCELLED
+from raytrace_kit._reports.session import open_session
 from tests.helpers import KNOWN_START, MANY_PARENTS_ROUND, EventFile, write_many_parents
 from tests.otel_runs import ORIGIN, Process, task_of
 from tests.unit.test_otel_export import dead_pid
@@ -241,3 +244,29 @@ def test_a_call_ended_by_a_forced_cancel_is_said_so(tmp_path: Path, force: bool)
     else:
         assert row["cause"] is None
         assert deaths == ["Processes died during calls"]
+
+
+def test_another_writers_stamps_give_the_same_report(tmp_path: Path) -> None:
+    """Milliseconds and ``Z`` (another writer's lines, a converted session): the same answers.
+
+    The start time read in place from the kit's 32-character stamp took part of the next
+    key from a shorter one (``ValueError`` from the whole report), as did the header's
+    first event.
+    """
+    kit, other = tmp_path / "kit", tmp_path / "other"
+    write_many_parents(kit, 2_000)
+    other.mkdir()
+    stamp = re.compile(r'"timestamp":"([0-9T:-]+\.[0-9]{3})[0-9]{3}\+00:00"')
+    for file in kit.iterdir():
+        text, changed = stamp.subn(r'"timestamp":"\1Z"', file.read_text())
+        assert changed == text.count("\n")  # every line's stamp
+        (other / file.name).write_text(text)
+    ours, theirs = raytrace_kit.report(kit).to_dict(), raytrace_kit.report(other).to_dict()
+    assert theirs["overview"]["calls"] == 2_000
+    for key in ("calls", "failed", "interrupted", "processes", "functions"):
+        assert theirs["overview"][key] == ours["overview"][key], key
+    assert math.isclose(theirs["overview"]["span_s"], ours["overview"]["span_s"], abs_tol=2e-3)
+    assert sorted(f["title"] for f in theirs["findings"]) == sorted(
+        f["title"] for f in ours["findings"]
+    )
+    assert header._first_event(open_session(other)) == header._first_event(open_session(kit))

@@ -167,7 +167,11 @@ def iter_calls(  # noqa: PLR0912, PLR0915 -- the hot loop
                         begun = starts.pop(call.call_id, None)
                         if begun is None:
                             pass
-                        elif call.rss_start_bytes is not None and begun[_STAMP_END] == _QUOTE:
+                        elif (
+                            call.rss_start_bytes is not None
+                            and begun[_STAMP_END] == _QUOTE
+                            and begun[_STAMP_OFFSET] == _PLUS
+                        ):
                             call.started = begun[_STAMP_START:_STAMP_END].decode()
                         else:  # another writer's line, or a call.end of before rss_start_bytes
                             join_start(call, begun)
@@ -197,10 +201,12 @@ def iter_calls(  # noqa: PLR0912, PLR0915 -- the hot loop
             yield unended
 
 
-# The kit's lines start {"timestamp":"<32 characters>", so a start time is read in place.
+# The kit's lines start {"timestamp":"<32 characters>", so a start time is read in place
+# (another writer's shorter stamp can have a quote where the kit's ends: its offset tells).
 _STAMP_START = len(b'{"timestamp":"')
 _STAMP_END = _STAMP_START + len("2026-11-22T19:03:13.237701+00:00")
-_QUOTE = ord('"')
+_STAMP_OFFSET = _STAMP_START + len("2026-11-22T19:03:13.237701")  # its "+00:00"
+_QUOTE, _PLUS = ord('"'), ord("+")
 
 
 def join_start(call: Call, raw: bytes) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from array import array
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -25,8 +26,10 @@ __all__ = [
     "Stamps",
     "column_loops",
     "decode_submission",
+    "first_last_stamps",
     "grouped",
     "joined",
+    "microseconds",
     "read_stamp",
 ]
 
@@ -47,8 +50,22 @@ class Clock:
             base = self.seconds[whole] = datetime.fromisoformat(whole + "+00:00").timestamp()
             if len(self.seconds) > 100_000:
                 self.seconds.clear()
-        fraction = stamp[20:26] if stamp[19:20] == "." else "0"
-        return base + int(fraction) / 1e6
+        return base + int(microseconds(stamp)) / 1e6
+
+
+def microseconds(stamp: str) -> str:
+    """A stamp's fraction of a second as six digits: the kit's in place, any other padded.
+
+    The kit writes microseconds; another writer's milliseconds (``.123Z``, ``.123+00:00``)
+    or nine digits are read as :func:`read_stamp` reads them, not as six characters.
+    """
+    if stamp[19:20] != ".":
+        return "0"
+    digits = stamp[20:26]
+    if len(digits) == 6 and digits.isascii() and digits.isdigit():
+        return digits
+    found = _FRACTION.match(stamp, 19)
+    return found[1][:6].ljust(6, "0") if found else "0"
 
 
 class Stamps:
@@ -109,8 +126,7 @@ def read_stamp(stamp: str) -> float | None:
         base = datetime.fromisoformat(stamp[:19] + "+00:00").timestamp()
     except ValueError:
         return None
-    fraction = _FRACTION.match(stamp, 19)
-    return base + (int(fraction[1][:6].ljust(6, "0")) / 1e6 if fraction else 0.0)
+    return base + int(microseconds(stamp)) / 1e6
 
 
 _FRACTION = re.compile(r"\.([0-9]+)")
@@ -182,3 +198,41 @@ def column_loops(  # noqa: PLR0917 -- the columns, their names, and the least a 
     ]
     found.sort(key=lambda row: -row["serial"])
     return found
+
+
+class _Stamped(msgspec.Struct):
+    timestamp: str = ""
+
+
+_STAMPED = msgspec.json.Decoder(_Stamped).decode
+
+
+def first_last_stamps(file: Path) -> list[str]:
+    """The timestamps of a file's first and last lines, as written, without their offset.
+
+    The kit's lines start with theirs (UTC); a line in another shape is decoded for it.
+    """
+    try:
+        with file.open("rb") as handle:
+            first = handle.readline()
+            handle.seek(0, 2)
+            handle.seek(max(handle.tell() - 4096, 0))
+            last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    except OSError:
+        return []
+    stamps = []
+    for line in (first, last):
+        if line.startswith(b'{"timestamp":"') and line[40:41] == b"+":  # the kit's stamp
+            stamps.append(line[14:40].decode("ascii", "replace").replace("T", " "))
+            continue
+        try:
+            stamp = _STAMPED(line).timestamp
+        except msgspec.DecodeError:
+            continue
+        bare = _BARE.match(stamp)  # another writer's: milliseconds, Z, a space
+        if bare:
+            stamps.append(bare[0].replace("T", " "))
+    return stamps
+
+
+_BARE = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d{1,6})?")  # no offset, no Z

@@ -17,8 +17,9 @@ from typing import Any
 
 from raytrace_kit._html import card, table
 from raytrace_kit._reports import running
+from raytrace_kit._reports.columns import first_last_stamps
 from raytrace_kit._reports.counts import Counts, count
-from raytrace_kit._reports.session import Session, first_last_stamps
+from raytrace_kit._reports.session import Session
 from raytrace_kit._reports.sessions import (
     Choice,
     SessionList,

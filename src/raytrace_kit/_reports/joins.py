@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from raytrace_kit._reports.columns import Clock, decode_submission
+from raytrace_kit._reports.columns import Clock, decode_submission, microseconds
 from raytrace_kit._reports.packing import (
     pack_floats,
     pack_ints,
@@ -50,8 +50,7 @@ Record = tuple[int, str, str | None, str | None, int, str | None, bool]
 def micros(stamp: str, clock: Clock | None = None) -> int:
     """A stamp as whole microseconds since the epoch, read as :class:`columns.Clock` reads it."""
     base = int((clock or Clock())(stamp[:19]))  # its whole second (parsed once a second)
-    fraction = stamp[20:26] if stamp[19:20] == "." else "0"
-    return base * 1_000_000 + int(fraction)
+    return base * 1_000_000 + int(microseconds(stamp))
 
 
 def from_micros(value: int) -> float:

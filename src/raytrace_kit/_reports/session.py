@@ -31,6 +31,7 @@ from raytrace_kit._reports.calls import (
     processes,
     unique,
 )
+from raytrace_kit._reports.columns import first_last_stamps
 from raytrace_kit._reports.driver import DRIVER_GLOB
 from raytrace_kit._reports.listing import Calls, Events
 from raytrace_kit._reports.sessions import EVENT_GLOB, choose_latest
@@ -41,7 +42,6 @@ __all__ = [
     "Calls",
     "Events",
     "Session",
-    "first_last_stamps",
     "flush_own",
     "instant",
     "open_session",
@@ -249,39 +249,6 @@ def _size(file: Path) -> int:
         return file.stat().st_size
     except OSError:
         return 0
-
-
-class _Stamped(msgspec.Struct):
-    timestamp: str = ""
-
-
-_STAMP = msgspec.json.Decoder(_Stamped).decode
-
-
-def first_last_stamps(file: Path) -> list[str]:
-    """The timestamps of a file's first and last lines, as written, without their offset.
-
-    The kit's lines start with theirs (UTC); a line in another shape is decoded for it.
-    """
-    try:
-        with file.open("rb") as handle:
-            first = handle.readline()
-            handle.seek(max(_size(file) - 4096, 0))
-            last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    except OSError:
-        return []
-    stamps = []
-    for line in (first, last):
-        if line.startswith(b'{"timestamp":"'):
-            stamps.append(line[14:40].decode("ascii", "replace").replace("T", " "))
-            continue
-        try:
-            stamp = _STAMP(line).timestamp
-        except msgspec.DecodeError:
-            continue
-        if stamp:
-            stamps.append(stamp[:26].replace("T", " "))
-    return stamps
 
 
 def _columns(calls: list[Call]) -> dict[str, list[Any]]:

@@ -22,6 +22,7 @@ import msgspec
 
 from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.calls import distinct_processes, iter_calls
+from raytrace_kit._reports.columns import first_last_stamps
 from raytrace_kit._reports.linking import deaths_of, still_running
 from raytrace_kit._reports.otel.spans import (
     EVENT_LIMIT,
@@ -31,7 +32,7 @@ from raytrace_kit._reports.otel.spans import (
     nanoseconds,
 )
 from raytrace_kit._reports.otel.tree import Tree, read_tree
-from raytrace_kit._reports.session import Session, first_last_stamps
+from raytrace_kit._reports.session import Session
 
 __all__ = ["Counts", "Logged", "interrupted_spans", "last_heard_ns", "resources", "session_spans"]
 
