@@ -23,7 +23,6 @@ __all__ = [
     "InProcess",
     "copy_flat",
     "copy_value",
-    "is_atom",
     "keep_alive",
 ]
 
@@ -89,14 +88,6 @@ def _frozen_buffer(buffer: pickle.PickleBuffer) -> memoryview:
 
 # Immutable values: a copy could not be told from the original, so none is made.
 ATOMS = frozenset({int, float, complex, str, bytes, bool, type(None)})
-
-
-def is_atom(value: Any) -> bool:
-    """Whether ``value`` is immutable all the way down (an atom, or a tuple of atoms)."""
-    kind = type(value)
-    if kind in ATOMS:
-        return True
-    return kind is tuple and ATOMS.issuperset(map(type, value))
 
 
 NOT_FLAT = object()  # what copy_flat() gives for a value it leaves to the pickler

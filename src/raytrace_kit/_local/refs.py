@@ -318,11 +318,11 @@ def frozen_ref(value: Any, function: str | None = None) -> LocalRef:
         return LocalRef(value=value)  # immutable: nothing a copy would protect
     if copied is not NOT_FLAT:
         return LocalRef(payload=Flat(copied))
-    if function is None:
-        return LocalRef(payload=Frozen(value))
     try:
         return LocalRef(payload=Frozen(value))
     except Exception as exc:
+        if function is None:
+            raise
         return error_ref(exc, function)
 
 
