@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from raytrace_kit._worker.runner import PinnedWorker
     from raytrace_kit._worker.stacks import ProcessStacks, ThreadStack
     from raytrace_kit.exceptions import (
+        ClusterConnectionError,
         CoverageError,
         EventsNotFoundError,
         ExportError,
@@ -117,6 +118,7 @@ _LAZY = {
     "PinnedWorker": "raytrace_kit._worker.runner",
     "ProcessStacks": "raytrace_kit._worker.stacks",
     "ThreadStack": "raytrace_kit._worker.stacks",
+    "ClusterConnectionError": "raytrace_kit.exceptions",
     "CoverageError": "raytrace_kit.exceptions",
     "EventsNotFoundError": "raytrace_kit.exceptions",
     "ExportError": "raytrace_kit.exceptions",
@@ -141,6 +143,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 __all__ = [
     "Call",
+    "ClusterConnectionError",
     "CoverageError",
     "CpuStats",
     "DebugOptions",

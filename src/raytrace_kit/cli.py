@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from raytrace_kit._driver import launch, live_commands
 from raytrace_kit._reports.otel import command as otel_command
+from raytrace_kit.exceptions import ClusterConnectionError
 
 __all__ = ["main"]
 
@@ -230,13 +231,13 @@ def _explain(arguments: argparse.Namespace) -> int:
     return 0 if explained.kind != "Not a Ray error" else EXIT_FAILED
 
 
-def _attach(arguments: argparse.Namespace) -> str | int:
-    """Connect to ``--address``; how it was chosen (for the header), or an exit code."""
+def _address(arguments: argparse.Namespace) -> tuple[str, str] | int:
+    """The cluster to attach to and how it was chosen (for the header), or an exit code."""
     from raytrace_kit._reports import header, running  # noqa: PLC0415
 
     address, how = arguments.address, "as given"
-    if os.environ.get("RAY_ADDRESS"):  # Ray connects there whatever the address: say so
-        how = "chosen by RAY_ADDRESS, which Ray prefers to --address"
+    if address == "auto" and os.environ.get("RAY_ADDRESS"):  # where ray.init goes then
+        how = "chosen by RAY_ADDRESS"
     elif address == "auto":
         found = running.clusters(running.ray_processes() or [])
         if len(found) > 1:
@@ -250,31 +251,24 @@ def _attach(arguments: argparse.Namespace) -> str | int:
             return EXIT_USAGE
         if found:  # attach to the very cluster the line will name
             address, how = found[0].address, "the only cluster running here"
-    from raytrace_kit._driver.collect import attach  # noqa: PLC0415
-
-    try:
-        attach(address)
-    except ConnectionError as exc:
-        print(
-            f"raytrace-kit {arguments.command}: no Ray cluster at {arguments.address}: {exc}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
-    return how
+    return address, how
 
 
 def _on_cluster(arguments: argparse.Namespace, work: Callable[[], _T]) -> _T | int:
     """Attach to ``--address``, say which cluster, do ``work``, detach (or an exit code)."""
-    import ray  # noqa: PLC0415
+    from raytrace_kit._driver.attach import attached  # noqa: PLC0415
 
-    how = _attach(arguments)
-    if isinstance(how, int):
-        return how
+    chosen = _address(arguments)
+    if isinstance(chosen, int):
+        return chosen
+    address, how = chosen
     try:
-        _say(arguments, lambda: _attached(how))
-        return work()
-    finally:
-        ray.shutdown()
+        with attached(address):
+            _say(arguments, lambda: _attached(how))
+            return work()
+    except ClusterConnectionError as exc:
+        print(f"raytrace-kit {arguments.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _collect(arguments: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from raytrace_kit._serialization.report import SerializationReport
 
 __all__ = [
+    "ClusterConnectionError",
     "CoverageError",
     "EventsNotFoundError",
     "ExportError",
@@ -126,6 +127,27 @@ class ExportError(RaytraceKitError, OSError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.status))
+
+
+class ClusterConnectionError(RaytraceKitError, ConnectionError):
+    """No connection to a running Ray cluster could be made (the message says why, and the fix).
+
+    Attributes:
+        reason: What stopped it, one word: ``"no-address"`` (no cluster found to attach
+            to), ``"refused"`` (nothing listens there), ``"unreachable"`` (no answer),
+            ``"authentication"`` (the cluster refused this process's token, or its lack of
+            one) or ``"version"`` (the cluster runs another Ray or Python).
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.reason))
 
 
 class ProfileError(RaytraceKitError, RuntimeError):

@@ -181,10 +181,15 @@ class TestTheLine:
         done = _run(live.root, "report", "--json")
         assert done.returncode == 0, done.stderr
         assert done.stderr.splitlines() == [
+            f"raytrace-kit: your newest run, {machine.empty} (started "
+            f"{_started(machine.empty.name)}, ended), has no kit records: it failed before "
+            "its first remote call, or the kit was not on in it (raytrace-kit run, "
+            f"instrument() or @debuggable); read instead: {live.session_dir.name}, the "
+            "newest of yours with kit records",
             f"raytrace-kit: {live.session_dir} (started {_started(live.session_dir.name)}, "
             "running, driver: pipeline.py, 1 node, 5 calls, 1 failed); the newest of yours "
             "with kit records, skipped 2 newer (1 without kit records, 1 of other users); "
-            "2 others: raytrace-kit sessions"
+            "2 others: raytrace-kit sessions",
         ]
         overview = json.loads(done.stdout)["overview"]  # stdout: the data, valid JSON
         assert (overview["source"], overview["calls"], overview["failed"]) == (
@@ -235,7 +240,7 @@ class TestTheLine:
             quiet = _run(root, *command, "--quiet")
             assert quiet.returncode == said.returncode == 0, quiet.stderr
             assert quiet.stderr == ""
-            assert len(said.stderr.splitlines()) == 1
+            assert len(said.stderr.splitlines()) == 2  # the newest run has no kit records
             if command[0] == "events":
                 assert quiet.stdout == said.stdout
         out = machine.live.root / "trace.json"
@@ -259,6 +264,60 @@ class TestTheLine:
             "1 of other users."
         )
         assert done.stdout == ""
+
+
+OK_RUN = """
+import ray
+
+@ray.remote
+def stage(x):
+    return x
+
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+ray.get([stage.remote(x) for x in range(3)])
+ray.shutdown()
+"""
+
+FAILED_RUN = """
+import ray
+
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+raise ValueError("bad config")  # before any remote call: no kit record
+"""
+
+
+class TestANewerRunWithoutRecords:
+    """The newest run has no kit records: the first line says so, and what is read instead."""
+
+    def test_the_first_line_names_it_and_the_run_read_instead(self) -> None:
+        """Two runs in one Ray temp root; the newer failed before its first remote call."""
+        root = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))  # short: Ray's socket paths
+        try:
+            for name, program, status in (("ok.py", OK_RUN, 0), ("fail.py", FAILED_RUN, 1)):
+                (root / name).write_text(textwrap.dedent(program))
+                ran = subprocess.run(
+                    [sys.executable, "-m", "raytrace_kit", "run", name],
+                    capture_output=True, text=True, timeout=DEADLINE_S, check=False,
+                    cwd=root, env=_env(root),
+                )  # fmt: skip
+                assert ran.returncode == status, ran.stderr
+            older, newer = sorted((root / "ray").glob("session_2*"))
+            said = {command: _run(root, command) for command in ("report", "events")}
+            assert said["report"].returncode == 0, said["report"].stderr
+            first = (
+                f"raytrace-kit: your newest run, {newer} (started {_started(newer.name)}, "
+                "driver: fail.py, ended with ValueError (exit status 1)), has no kit "
+                "records: it failed before its first remote call; read instead: "
+                f"{older.name}, the newest of yours with kit records"
+            )
+            for done in said.values():  # every command that defaults to the newest says it
+                lines = done.stderr.splitlines()
+                assert lines[0] == first
+                assert lines[1].startswith(f"raytrace-kit: {older} (started ")
+                assert "3 calls, 0 failed); the newest of yours with kit records" in lines[1]
+            assert said["report"].stdout.startswith("Run report: 3 calls, 0 failed")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 class TestSessions:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import ray
@@ -21,6 +23,42 @@ from tests.helpers import events_of
 def double(x: int, factor: int = 2) -> int:
     """Multiply by two."""
     return x * factor
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def increment(self) -> int:
+        self.count += 1
+        return self.count
+
+    def read(self) -> int:
+        return self.count
+
+
+# dir() of what plain Ray gives and of its debuggable counterpart: (object, the kit's own
+# public names, names a user completes). An actor's handle is Ray's own, with or without.
+DIR_ROWS = [
+    pytest.param(
+        lambda wrap: wrap(ray.remote(Counter)),
+        {"with_debug", "debug_options"},
+        {"remote", "options", "increment", "read"},
+        id="actor class",
+    ),
+    pytest.param(
+        lambda wrap: wrap(ray.remote(double)),
+        {"with_debug", "debug_options", "pinned_worker", "stacks", "unpin"},
+        {"remote", "options", "bind"},
+        id="remote function",
+    ),
+    pytest.param(
+        lambda wrap: wrap(ray.remote(Counter)).remote(),
+        set(),
+        {"increment", "read"},
+        id="actor handle",
+    ),
+]
 
 
 @pytest.mark.compat
@@ -125,6 +163,16 @@ class TestIdentity:
         assert wrapped.__name__ == "Store"
         assert wrapped.__doc__ == "Holds things."
         assert wrapped.__wrapped__ is actor_class
+
+    @pytest.mark.usefixtures("ray_session")
+    @pytest.mark.parametrize(("make", "kit_names", "completed"), DIR_ROWS)
+    def test_dir_is_plain_rays_and_the_kits_names(
+        self, make: Callable[[Callable[[Any], Any]], Any], kit_names: set[str], completed: set[str]
+    ) -> None:
+        """dir() (tab completion) lists what plain Ray's lists, and the kit's public names."""
+        plain, kit = make(lambda remote: remote), make(debuggable)
+        assert set(dir(kit)) == set(dir(plain)) | kit_names
+        assert completed <= set(dir(kit))
 
     def test_calling_directly_names_the_fix(self) -> None:
         """Calling a debuggable function directly says to use .remote()."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -269,7 +272,7 @@ class TestFailures:
         blocker.write_text("")
         monkeypatch.setenv("RAYTRACE_LOG_DIR", str(blocker / "sub"))
         log = get_logger()
-        with pytest.warns(RaytraceKitWarning, match="cannot write the event file"):
+        with pytest.warns(RaytraceKitWarning, match="cannot write in its log directory .*sub"):
             log.info("first")
         log.info("second")  # no second warning: pytest's filter turns one into an error
 
@@ -290,6 +293,53 @@ class TestFailures:
         with pytest.raises(ZeroDivisionError):
             ray.get(broken.remote(1, 0))
         assert not (blocker.parent / "sub").exists()
+
+    def test_a_log_directory_that_is_a_file_is_one_warning_per_process(
+        self, tmp_path: Path
+    ) -> None:
+        """One warning in the driver and one per worker, naming the path and all it stops.
+
+        Before, each part that writes there (the event file, the live stacks) warned of
+        the same cause under its own name: two in the driver, two per worker.
+        """
+        blocker = tmp_path / "logs"
+        blocker.write_text("")
+        program = tmp_path / "job.py"
+        program.write_text(
+            "import ray\n"
+            "from raytrace_kit import debuggable\n"
+            "@debuggable\n"
+            "@ray.remote(num_cpus=0)\n"
+            "def f(x):\n"
+            "    return x\n"
+            "ray.init(num_cpus=1, include_dashboard=False)\n"
+            "print('result', ray.get([f.remote(i) for i in range(3)]))\n"
+            f"{inspect.getsource(helpers.ray_session_dir)}\n"
+            "print('session', ray_session_dir())\n"
+            "ray.shutdown()\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "RAYTRACE_"))}
+        env["RAYTRACE_LOG_DIR"] = str(blocker)
+        done = subprocess.run(
+            [sys.executable, str(program)], env=env, capture_output=True, text=True,
+            timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "result [0, 1, 2]" in done.stdout
+        said = [line for line in done.stderr.splitlines() if "RaytraceKitWarning:" in line]
+        assert len(said) == 1, said  # the driver's one
+        session = Path(done.stdout.split("session ")[1].split()[0])
+        workers = [  # where a worker's warnings go: its log in the session directory
+            [line for line in path.read_text().splitlines() if "RaytraceKitWarning:" in line]
+            for path in (session / "logs").glob("worker-*.err")
+        ]
+        workers = [lines for lines in workers if lines]
+        assert workers, "no worker warned"
+        assert all(len(lines) == 1 for lines in workers), workers  # one per worker
+        for line in said + [lines[0] for lines in workers]:
+            assert f"cannot write in its log directory {blocker} (it is a file, not a " in line
+            assert "no event file, no live stacks and no profiles" in line
+            assert "set RAYTRACE_LOG_DIR to a directory this user can write" in line
 
 
 class TestReadEvents:

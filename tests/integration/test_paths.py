@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,3 +83,87 @@ def test_event_file_names(node_id: str | None, pid: int) -> None:
     assert name.endswith(f"-{pid}.jsonl")
     prefix = name[len("events-") : -len(f"-{pid}.jsonl")]
     assert prefix == (node_id[:12] if node_id else "nonode")
+
+
+# One process through three settings: Ray up, Ray shut down (local mode), a new session.
+_ACROSS_SESSIONS = """
+import json, sys
+import ray
+import raytrace_kit
+from raytrace_kit import debuggable, local_mode
+
+@debuggable
+@ray.remote(num_cpus=0)
+def first(x):
+    return x
+
+@debuggable
+@ray.remote
+def debugged(x):
+    return x + 1
+
+@debuggable
+@ray.remote(num_cpus=0)
+def second(x):
+    return x
+
+def where(function):
+    # The directories holding a call.start of ``function``, of all the program wrote.
+    import glob
+    found = set()
+    for path in glob.glob(sys.argv[1] + "/**/events-*.jsonl", recursive=True):
+        for line in open(path):
+            event = json.loads(line)
+            if event["event"] == "call.start" and event["function"].endswith(function):
+                found.add(str(__import__("pathlib").Path(path).resolve().parent))
+    return sorted(found)
+
+def read(function):
+    events = raytrace_kit.read_events()
+    ran = [e for e in events if e["event"] in ("call.start", "call.end")]
+    return [e["event"] for e in ran if e["function"].endswith(function)]
+
+said = {}
+ray.init(num_cpus=1, include_dashboard=False, _temp_dir=sys.argv[1] + "/one")
+ray.get(first.remote(1))
+said["first"] = (str(raytrace_kit.log_dir()), where("first"), read("first"))
+ray.shutdown()
+with local_mode():
+    ray.get(debugged.remote(1))
+said["local"] = (str(raytrace_kit.log_dir()), where("debugged"), read("debugged"))
+ray.init(num_cpus=1, include_dashboard=False, _temp_dir=sys.argv[1] + "/two")
+ray.get(second.remote(1))
+said["second"] = (str(raytrace_kit.log_dir()), where("second"), read("second"))
+ray.shutdown()
+print(json.dumps(said))
+"""
+
+
+def test_records_go_where_log_dir_says_across_sessions(tmp_path: Path) -> None:
+    """Ray up, shut down for local mode, a new session: records land where readers look.
+
+    Local-mode calls after ``ray.shutdown()`` were written into the old session's
+    directory while ``log_dir()`` and ``read_events()`` named a new one.
+    """
+    program = tmp_path / "across.py"
+    program.write_text(_ACROSS_SESSIONS)
+    # Short: Ray's socket paths under a temp dir must fit in 107 bytes.
+    short = Path(tempfile.mkdtemp(prefix="rtk-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "RAYTRACE_"))}
+    env["TMPDIR"] = str(short / "tmp")  # local mode's own directory: this test's
+    Path(env["TMPDIR"]).mkdir()
+    try:
+        done = subprocess.run(
+            [sys.executable, str(program), str(short)],
+            env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.splitlines()[-1])
+    for name, (directory, written_in, read) in said.items():
+        assert written_in == [str(Path(directory).resolve())], (name, said)  # as log_dir() says
+        assert read == ["call.start", "call.end"], (name, said)  # and read from there
+    assert said["first"][0].startswith(str(short / "one"))
+    assert said["local"][0].startswith(str(short / "tmp"))
+    assert said["second"][0].startswith(str(short / "two"))

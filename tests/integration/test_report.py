@@ -461,6 +461,11 @@ def test_submission_records_find_a_queue_and_a_loop_without_instrument() -> None
     loops = {f.subject: f for f in made.findings if f.kind == "driver_loop"}
     loop = loops[f"{__file__}:{line}"]
     assert loop.evidence.startswith(f"5 of the 6 calls submitted at {__file__}:{line}")
+    (said,) = [text for text in str(made).splitlines() if f"{__file__}:{line} " in text]
+    assert said.startswith(
+        f"- ray.get in a loop in the driver: {__file__}:{line} waited on 6 calls of "
+        f"{__name__}.stage one at a time: "
+    )  # the report's text names the function and how many of its calls
     (queued,) = [q for q in made.queued if q["function"].endswith(".Sleeper.sleep")]
     assert queued["count"] == 5 + 6  # the two actors' calls
     assert queued["max_s"] >= 4 * 0.3 * 0.9  # the fifth waited for the four before it

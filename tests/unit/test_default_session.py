@@ -47,9 +47,9 @@ class TestChooseLatest:
         """The newest of yours with records, and how many newer ones it passed over."""
         _session(tmp_path, "2026-11-25_09-00-00", calls=1)
         mine = _session(tmp_path, "2026-11-25_10-00-00", calls=2)
-        _session(tmp_path, "2026-11-25_11-00-00")
+        newest = _session(tmp_path, "2026-11-25_11-00-00")
         _give_away(_session(tmp_path, "2026-11-25_12-00-00", calls=3))
-        assert choose_latest(tmp_path) == Choice(mine, 1, 1, 2)
+        assert choose_latest(tmp_path) == Choice(mine, 1, 1, 2, newest)
 
     def test_the_newest_is_by_the_time_in_its_name(self, tmp_path: Path) -> None:
         """A session started later is newer, whichever was written to last."""

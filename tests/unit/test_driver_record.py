@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,9 @@ class TestLoops:
         made = raytrace_kit.report(tmp_path)
         loops = [f for f in made.findings if f.kind == "driver_loop"]
         assert [f.subject for f in loops] == ["/work/app/main.py:10"]
-        assert loops[0].title == "ray.get in a loop in the driver: main.py:10"
+        assert loops[0].title == (
+            "ray.get in a loop in the driver: main.py:10 waited on 6 calls one at a time"
+        )  # no submission records: which function is not known
         assert made.driver["waits"] == 18
         assert [s["where"] for s in made.driver["sites"]][:1] == ["main.py:10"]
 
@@ -84,6 +87,34 @@ class TestLoops:
         assert "blocked 0.01 s there in all" in loop.evidence
         (site,) = made.driver["sites"]
         assert (site["count"], site["longest_s"]) == (8, 0.003)
+
+    def test_the_functions_it_waited_on_most_first(self, tmp_path: Path) -> None:
+        """The calls submitted at the loop's line name its functions, each with its count."""
+        identity = ProcessIdentity("01000000", "ab" * 28, "cd" * 28, 42, is_worker=False)
+        functions = ["app.load", "app.score", "app.score", "app.score", "app.load", "app.score"]
+        tasks = [f"{k:048x}" for k in range(len(functions))]
+        submitted = b"".join(
+            submissions.submit_line(
+                T0.timestamp() + k, submissions.submit_prefix(name, "task", {"CPU": 1.0}, None),
+                task, None, None, identity, "/work/app/main.py:10", None,
+            )
+            for k, (name, task) in enumerate(zip(functions, tasks, strict=True))
+        )  # fmt: skip
+        driver = [_get(10, k, 0.01, [task], 1) for k, task in enumerate(tasks)]
+        _write(tmp_path, driver, _call("c1", "f" * 48, 0, 1))
+        (tmp_path / "events-abababababab-42.jsonl").write_bytes(submitted)
+        made = raytrace_kit.report(tmp_path)
+        (loop,) = [f for f in made.findings if f.kind == "driver_loop"]
+        assert loop.title == (
+            "ray.get in a loop in the driver: main.py:10 waited on 6 calls one at a time "
+            "(4 of app.score, 2 of app.load)"
+        )
+        as_json = json.loads(json.dumps(made.to_dict()))  # as report --json prints it
+        (found,) = [f for f in as_json["findings"] if f["kind"] == "driver_loop"]
+        assert found["functions"] == [
+            {"function": "app.score", "calls": 4},
+            {"function": "app.load", "calls": 2},
+        ]
 
 
 class TestStragglers:
@@ -138,6 +169,10 @@ class TestSubmittedLoops:
         )
         made = raytrace_kit.report(tmp_path)
         (loop,) = [f for f in made.findings if f.kind == "driver_loop"]
-        assert loop.title == "ray.get in a loop in the driver: /work/app/main.py:12"
+        assert loop.title == (
+            "ray.get in a loop in the driver: /work/app/main.py:12 waited on 8 calls of "
+            "app.work one at a time"
+        )
+        assert [asdict(c) for c in loop.functions] == [{"function": "app.work", "calls": 8}]
         assert loop.evidence.startswith("6 of the 8 calls submitted at /work/app/main.py:12")
         assert [c["task_id"] for c in made.never_started] == [tasks[-1]]

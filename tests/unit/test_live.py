@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 
 from raytrace_kit._output import submissions
-from raytrace_kit._reports.live import Cursor, LiveTally
+from raytrace_kit._reports.cursor import Cursor
+from raytrace_kit._reports.live import LiveTally
 from raytrace_kit._reports.top import merge
 from tests.helpers import KNOWN_START, EventFile
 

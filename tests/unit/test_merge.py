@@ -232,7 +232,11 @@ class TestMergedReport:
         assert "One actor serializes the work: jobs.Store (a1a1a1a1a1a1)" in titles
         (store,) = [f for f in merged.findings if f.title.startswith("One actor serializes")]
         assert "waited for each other in its queue, the longest 139" in store.evidence
-        (loop,) = [f for f in merged.findings if f.title.endswith("main.py:30")]
+        (loop,) = [f for f in merged.findings if f.kind == "driver_loop"]
+        assert loop.title == (
+            "ray.get in a loop in the driver: main.py:30 waited on 8 calls of jobs.step2 "
+            "one at a time"
+        )
         assert loop.evidence.startswith("5 of the 8 calls submitted at main.py:30")
 
     def test_a_window_merges_the_same(self, tmp_path: Path) -> None:

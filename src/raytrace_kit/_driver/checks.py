@@ -5,6 +5,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import ray.cloudpickle
+
+from raytrace_kit import _ray_compat
 from raytrace_kit._serialization.report import (
     SerializationFailure,
     SerializationReport,
@@ -13,7 +16,7 @@ from raytrace_kit._serialization.report import (
 from raytrace_kit._serialization.walk import check_serializable
 from raytrace_kit.exceptions import NotSerializableError
 
-__all__ = ["check_arguments", "check_code", "explain"]
+__all__ = ["check_arguments", "check_code", "check_code_size", "explain"]
 
 
 def check_code(python_object: Any, name: str, kind: str) -> None:
@@ -90,3 +93,20 @@ def _named_arguments(
         else:
             named.append((name, value))
     return named
+
+
+def check_code_size(python: Any, kind: str) -> None:
+    """Ray pickles the code once, at first ``.remote()``; too large raises there.
+
+    Local mode does the same, so a function closing over 100 MiB fails as in Ray.
+    ``kind``: ``"function"`` or an actor class's.
+
+    Raises:
+        ValueError: Ray's error: larger than ``FUNCTION_SIZE_ERROR_THRESHOLD``.
+    """
+    pickled = ray.cloudpickle.dumps(python)
+    if kind == "function":  # named as Ray names them in this message
+        name, what = f"{python.__module__}.{python.__name__}", "remote function"
+    else:
+        name, what = python.__name__, "actor"
+    _ray_compat.check_function_size(pickled, name, what)

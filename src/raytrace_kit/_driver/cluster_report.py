@@ -8,6 +8,7 @@ report as ``collect()`` then ``report()``, without copying the event files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING
 
@@ -68,15 +69,14 @@ def report(
     import ray  # noqa: PLC0415 -- only a cluster's report needs Ray
 
     from raytrace_kit._driver import readers  # noqa: PLC0415
-    from raytrace_kit._driver.collect import attach  # noqa: PLC0415
+    from raytrace_kit._driver.attach import attached  # noqa: PLC0415
     from raytrace_kit._output import writer  # noqa: PLC0415
     from raytrace_kit._reports.merge import cluster_report  # noqa: PLC0415
 
     flush_own()  # this driver's submission records: in its file before its node reads it
-    attached = not ray.is_initialized()
-    if attached:
-        attach(address)
-    try:
+    with contextlib.ExitStack() as stack:
+        if not ray.is_initialized():
+            stack.enter_context(attached(address))
         reading = readers.Readers(timeout=timeout)
         if reading.problems:  # a report of the nodes that answered, the others named
             writer.warn(
@@ -90,6 +90,3 @@ def report(
             )
         finally:
             reading.close()
-    finally:
-        if attached:
-            ray.shutdown()

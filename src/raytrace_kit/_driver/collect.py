@@ -29,10 +29,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._output import paths, writer
-from raytrace_kit._reports import running
 from raytrace_kit.exceptions import UsageError
 
-__all__ = ["attach", "collect", "unanswered"]
+__all__ = ["collect", "unanswered"]
 
 _CHUNK = 8 * 1024 * 1024  # bytes per streamed piece: bounded memory on both sides
 _RECORD = "collect.json"
@@ -207,47 +206,6 @@ def _same_directory(listed: list[dict[str, Any]]) -> dict[str, str]:
         if first != node["NodeID"]:
             shared[node["NodeID"]] = first
     return shared
-
-
-def attach(address: str) -> None:
-    """Connect to the cluster at ``address`` from a process that did not start it.
-
-    With the authentication the cluster uses: a cluster with nodes on this machine is
-    asked (its raylet's ``RAY_AUTH_MODE``), so one started without token authentication
-    is attached without a token (Ray drops an actor made by a driver whose token the
-    cluster does not expect). Another cluster gets this machine's token if it has one, as
-    Ray's own command line sends it (:func:`raytrace_kit._ray_compat.token_auth_for_attach`).
-
-    Raises:
-        ConnectionError: No cluster answers there.
-    """
-    if "RAY_AUTH_MODE" not in os.environ:
-        mode = _auth_mode_here(address)
-        if mode is None:
-            _ray_compat.token_auth_for_attach()
-        else:
-            os.environ["RAY_AUTH_MODE"] = mode
-    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-
-
-def _auth_mode_here(address: str) -> str | None:
-    """``RAY_AUTH_MODE`` of the cluster at ``address`` if a node of it runs here, else None.
-
-    A raylet started in token mode has ``RAY_AUTH_MODE=token`` in its environment; one
-    without it authenticates nobody (``disabled``).
-    """
-    for process in running.ray_processes() or []:
-        if process.kind != "raylet" or process.gcs_address != address:
-            continue
-        try:
-            environment = Path("/proc", str(process.pid), "environ").read_bytes()
-        except OSError:
-            continue
-        for entry in environment.split(b"\0"):
-            if entry.startswith(b"RAY_AUTH_MODE="):
-                return entry.split(b"=", 1)[1].decode() or "disabled"
-        return "disabled"
-    return None
 
 
 def collect(dest: str | os.PathLike[str] | None = None, *, profiles: bool = True) -> Path:

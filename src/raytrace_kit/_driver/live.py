@@ -28,7 +28,7 @@ import msgspec
 import ray
 
 from raytrace_kit._driver import readers
-from raytrace_kit._driver.collect import attach
+from raytrace_kit._driver.attach import attached
 from raytrace_kit._output.lines import readable
 from raytrace_kit._reports.session import flush_own
 from raytrace_kit._reports.top import TopView, merge, renderable
@@ -72,11 +72,8 @@ def connected(address: str | None, what: str) -> Iterator[None]:
             f"`raytrace-kit {what.rstrip('()')} --address HOST:PORT` from a shell."
         )
         raise UsageError(msg)
-    attach(address)
-    try:
+    with attached(address):
         yield
-    finally:
-        ray.shutdown()
 
 
 def _check(interval: float) -> None:

@@ -16,8 +16,6 @@ import os
 import time
 from typing import Any
 
-import ray
-import ray.cloudpickle
 from typing_extensions import Self
 
 from raytrace_kit import _process, _ray_compat
@@ -108,7 +106,8 @@ class Debuggable:
     """Shared machinery of the two proxies: identity, options, variants, submission, pickling.
 
     Attribute lookups the proxy does not answer fall through to ``__wrapped__``, the
-    object ``@debuggable`` was given, as they would on a ``functools.wraps`` wrapper.
+    object ``@debuggable`` was given, as they would on a ``functools.wraps`` wrapper;
+    ``dir()`` (tab completion) lists that object's names and the proxy's public ones.
     """
 
     _kind = "function"
@@ -144,6 +143,15 @@ class Debuggable:
         if name.startswith("__") or "__wrapped__" not in self.__dict__:
             raise AttributeError(name)
         return getattr(self.__dict__["__wrapped__"], name)
+
+    def __dir__(self) -> list[str]:
+        # What tab completion lists (IPython, Jupyter): Ray's names for the wrapped object
+        # (an actor class's methods among them), and the kit's public ones.
+        if "__wrapped__" not in self.__dict__:  # its __init__ raised
+            return list(super().__dir__())
+        names = set(dir(self.__dict__["__wrapped__"]))
+        names.update(name for name in dir(type(self)) if not name.startswith("_"))
+        return sorted(names)
 
     @property
     def debug_options(self) -> DebugOptions:
@@ -333,20 +341,7 @@ class Debuggable:
         return self._run_locally(config, args, kwargs)
 
     def _check_size(self) -> None:
-        """Ray pickles the code once, at first ``.remote()``; too large raises there.
-
-        Local mode does the same, so a function closing over 100 MiB fails as in Ray.
-
-        Raises:
-            ValueError: Ray's error: larger than ``FUNCTION_SIZE_ERROR_THRESHOLD``.
-        """
-        python = self._python
-        pickled = ray.cloudpickle.dumps(python)
-        if self._kind == "function":  # named as Ray names them in this message
-            name, kind = f"{python.__module__}.{python.__name__}", "remote function"
-        else:
-            name, kind = python.__name__, "actor"
-        _ray_compat.check_function_size(pickled, name, kind)
+        checks.check_code_size(self._python, self._kind)  # raises as Ray would
         self._shared.size_checked = True
 
     def _call_pinned(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -28,7 +28,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._driver.collect import _same_directory, unanswered
 from raytrace_kit._output import paths
-from raytrace_kit._reports.live import Cursor, LiveTally
+from raytrace_kit._reports.cursor import RECORD_FILE, Cursor
+from raytrace_kit._reports.live import LiveTally
 from raytrace_kit._reports.partial import NodeReport
 from raytrace_kit._worker import stack_server
 from raytrace_kit.exceptions import RaytraceKitError
@@ -144,7 +145,7 @@ class NodeReader:
     def follow(self, function: str | None, status: str | None) -> list[tuple[str, list[bytes]]]:
         """The event lines written here since the last call (from now, the first time)."""
         if self.cursor is None:
-            self.cursor = Cursor(self.root, from_end=True)
+            self.cursor = Cursor(self.root, from_end=True, files=RECORD_FILE)
         found = []
         for name, lines in self.cursor.read():
             kept = [line for line in lines if _wanted(line, function, status)]

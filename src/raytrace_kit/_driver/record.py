@@ -34,7 +34,7 @@ from typing import Any
 
 import ray
 
-from raytrace_kit import _ray_compat, _registry
+from raytrace_kit import _process, _ray_compat, _registry
 from raytrace_kit._output import encode, paths, redact, writer
 from raytrace_kit._output import state as output_state
 from raytrace_kit._output.writer import EventWriter
@@ -59,6 +59,7 @@ class _State:
         self.run: dict[str, Any] | None = None  # run.start's fields, once started
         self.writer: EventWriter | None = None  # the driver file, once Ray is up
         self.path: Path | None = None
+        self.identity: object = None  # the Ray connection the file is of (a new one: a new file)
         self.count = 0  # calls submitted by this process
         self.count_at_return = 0  # ...as the last get or wait returned
         self.ended = False
@@ -291,6 +292,12 @@ def _iso(seconds: float) -> str:
 def _write(line: bytes) -> None:
     """Append to the driver file, ``run.start`` first; nothing before Ray is up."""
     record = state.writer
+    if (
+        record is not None
+        and ray.is_initialized()
+        and _process.process_identity() is not state.identity
+    ):
+        record = state.writer = None  # another ray.init(): its session gets a file of its own
     if record is None:
         with state.lock:
             record = state.writer or _open()
@@ -313,7 +320,8 @@ def _open() -> EventWriter | None:
         directory = paths.log_dir()
         context = ray.get_runtime_context()
         node = context.get_node_id()
-        run.setdefault("job_id", context.get_job_id())
+        run["job_id"] = context.get_job_id()  # this connection's job
+        state.identity = _process.process_identity()
     if directory is None:  # Ray never ran (after ray.shutdown(): the session it used)
         return None
     path = directory / paths.driver_file_name(node, os.getpid())

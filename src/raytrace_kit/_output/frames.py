@@ -1,8 +1,10 @@
-"""Which frames are the kit's own: left out of what users read (tracebacks, profiles, graphs)."""
+"""Whose code a frame runs: the kit's call path (left out of what users read), the stdlib's."""
 
 from __future__ import annotations
 
 import os
+import sysconfig
+import threading
 from typing import TYPE_CHECKING
 
 from raytrace_kit._output.tracebacks import KIT_DIR
@@ -10,7 +12,7 @@ from raytrace_kit._output.tracebacks import KIT_DIR
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["CALL_PATH_FILES", "on_call_path", "user_frames"]
+__all__ = ["CALL_PATH_FILES", "in_stdlib", "on_call_path", "user_frames"]
 
 # The kit's call path: the wrappers Ray calls, the boundary and its runners, local mode's
 # runners, the profiler. Known by their ends: a wrapper pickled by value carries the path
@@ -48,3 +50,33 @@ def user_frames(tb: TracebackType | None, *, all_kit: bool = False) -> Traceback
     ):
         tb = tb.tb_next
     return tb
+
+
+# The standard library's directories, as sysconfig names them and as its modules were loaded
+# from (a venv's platstdlib is the venv's own lib/pythonX.Y), each ending in a separator.
+_STDLIB_DIRS = tuple(
+    {
+        os.path.join(path, "")
+        for path in (
+            sysconfig.get_path("stdlib"),
+            sysconfig.get_path("platstdlib"),
+            os.path.dirname(threading.__file__),
+        )
+        if path
+    }
+)
+# Installed packages, which some layouts put inside a standard library's directory
+# (/usr/local/lib/python3.11/site-packages in Python's Docker images, a venv's lib/python3.11).
+_PACKAGE_DIRS = ("site-packages" + os.sep, "dist-packages" + os.sep)
+
+
+def in_stdlib(filename: str) -> bool:
+    """Whether code of ``filename`` is the standard library's, not an installed package's.
+
+    A package installed in a site-packages directory inside the standard library's is the
+    user's (or a third party's) code, as it is anywhere else.
+    """
+    return any(
+        filename.startswith(directory) and not filename.startswith(_PACKAGE_DIRS, len(directory))
+        for directory in _STDLIB_DIRS
+    )

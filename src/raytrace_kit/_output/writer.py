@@ -219,7 +219,7 @@ def _writer(identity: _process.ProcessIdentity | None = None) -> EventWriter:
         return cached[1]
     directory = paths.log_dir()
     last = output_state.state.last_ray_log_dir
-    if identity.node_id is not None and last is not None and not ray_connected(identity):
+    if _left_session(identity) and last is not None:
         # Records of a Ray session this driver has left (ray.shutdown(), then written by
         # the kit's thread or at exit): to that session's directory, where they belong.
         directory = last
@@ -235,6 +235,17 @@ def _writer(identity: _process.ProcessIdentity | None = None) -> EventWriter:
             cached[1].close()  # the previous session's file: ray.shutdown() came before
         state.driver_writer = (identity, writer)
     return writer
+
+
+def _left_session(identity: _process.ProcessIdentity) -> bool:
+    """Whether ``identity`` is of a Ray connection this process has closed.
+
+    Local mode's own ids (Ray down) are of no session: their records go where
+    :func:`~raytrace_kit._output.paths.log_dir` says, as a reader looks.
+    """
+    if identity.node_id is None or identity is _process.state.local_identity:
+        return False
+    return not ray_connected(identity)
 
 
 def ray_connected(identity: _process.ProcessIdentity) -> bool:
@@ -286,6 +297,9 @@ def report_failure(key: str, what: str, exc: BaseException) -> None:
     written; in a Ray worker, stderr lands in the worker's log in the session directory.
     """
     state = output_state.state
+    unusable = _unusable_log_dir(exc)
+    if unusable is not None:  # one report for all it stops: files, stacks, profiles
+        key, what = unusable
     if key in state.warned:
         return
     state.warned.add(key)
@@ -293,6 +307,40 @@ def report_failure(key: str, what: str, exc: BaseException) -> None:
         sys.stderr.write(encode.failure_record(what, exc))
     detail = f"{type(exc).__name__}: {encode.safe_str(exc)}"
     warn(f"raytrace_kit: {what} ({detail}); the call goes on.", stacklevel=4)
+
+
+def _unusable_log_dir(exc: BaseException) -> tuple[str, str] | None:
+    """``(key, what)`` when ``exc`` comes of a log directory that cannot be written in.
+
+    Everything the kit writes lives there: each part that fails on it would report the
+    same cause under its own name. This names the directory, why, what is off, and the fix.
+    """
+    name = getattr(exc, "filename", None)
+    if not isinstance(exc, OSError) or not name:
+        return None
+    with contextlib.suppress(Exception):
+        directory = paths.log_dir()
+        if not Path(name).is_relative_to(directory):
+            return None
+        if directory.is_dir() and os.access(directory, os.W_OK | os.X_OK):
+            return None  # the directory is fine: the failure is of the one file
+        if directory.exists() and not directory.is_dir():
+            why = "it is a file, not a directory"
+        elif directory.exists():
+            why = "this user cannot write in it (read-only, or another user's)"
+        else:
+            why = "it cannot be created"
+        fix = (
+            f"set {paths.ENV_LOG_DIR} to a directory this user can write"
+            if os.environ.get(paths.ENV_LOG_DIR)
+            else "check the Ray session's directory (Ray's temp dir) can be written"
+        )
+        what = (
+            f"cannot write in its log directory {directory} ({why}): no event file, no live "
+            f"stacks and no profiles in this process ({fix})"
+        )
+        return f"log-dir:{directory}", what
+    return None
 
 
 def warn(message: str, stacklevel: int = 3) -> None:

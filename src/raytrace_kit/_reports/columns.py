@@ -24,6 +24,7 @@ from raytrace_kit._output.schema import Submitted
 __all__ = [
     "Clock",
     "Stamps",
+    "column_called",
     "column_loops",
     "decode_submission",
     "first_last_stamps",
@@ -170,6 +171,24 @@ def grouped(numpy: Any, groups: Any, values: Any) -> dict[int, list[float]]:
     bounds = numpy.searchsorted(groups[order], numbers)  # where each group's rows begin
     parts = dict(zip(numbers.tolist(), numpy.split(values[order], bounds[1:]), strict=True))
     return {number: parts[number].tolist() for number in numbers[numpy.argsort(firsts)].tolist()}
+
+
+def column_called(
+    numpy: Any, site: Any, function: Any, names: list[str]
+) -> dict[str, dict[str, int]]:
+    """Each line's calls by function, of columns: the driver's calls' line and function numbers.
+
+    ``names`` are what the numbers stand for; lines and functions in the order of the numbers.
+    """
+    if not len(site):
+        return {}
+    width = len(names)
+    pairs, counts = numpy.unique(site * width + function, return_counts=True)
+    found: dict[str, dict[str, int]] = {}
+    for pair, calls in zip(pairs.tolist(), counts.tolist(), strict=True):
+        line, number = divmod(pair, width)
+        found.setdefault(names[line], {})[names[number]] = calls
+    return found
 
 
 def column_loops(  # noqa: PLR0917 -- the columns, their names, and the least a loop is

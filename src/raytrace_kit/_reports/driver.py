@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import msgspec
 
 from raytrace_kit._output.schema import Call
-from raytrace_kit._reports.finding import Finding
+from raytrace_kit._reports.finding import Finding, loop_title, most_first
 from raytrace_kit._reports.lanes import seconds
 
 __all__ = [
@@ -184,18 +185,28 @@ class DriverRecord:
             ],
         }  # fmt: skip
 
-    def findings(self, waited: dict[str, Waited | None] | None) -> list[Finding]:
-        """The ray.get-in-a-loop lines, then the stragglers the driver waited on."""
-        return [*self._loops(), *self._stragglers(waited or {})]
+    def findings(
+        self,
+        waited: dict[str, Waited | None] | None,
+        called: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> list[Finding]:
+        """The ray.get-in-a-loop lines, then the stragglers the driver waited on.
 
-    def _loops(self) -> list[Finding]:
+        ``called``: the driver's calls by the line that submitted them, by function (from
+        the submission records): a loop's line names the functions it waited on.
+        """
+        return [*self._loops(called or {}), *self._stragglers(waited or {})]
+
+    def _loops(self, called: Mapping[str, Mapping[str, int]]) -> list[Finding]:
         found = []
         for site in sorted(self.sites.values(), key=lambda s: -s.serial_s):
             if site.serial < LOOP_MIN_GETS or 2 * site.serial < site.count:
                 continue
             where = f"{_short(site.file, self.cwds)}:{site.line}"
+            # The calls submitted at the get's own line: ray.get(f.remote(x)).
+            functions = most_first(called.get(f"{site.file}:{site.line}", {}))
             found.append(Finding(
-                f"ray.get in a loop in the driver: {where}",
+                loop_title(where, site.serial, functions),
                 f"{site.serial} ray.get calls at {where} (in {site.function}) each waited on "
                 "the one call submitted just before it, so those calls ran one at a time; "
                 f"the driver blocked {site.serial_s:.2f} s there in all",
@@ -203,7 +214,7 @@ class DriverRecord:
                 "xs]; ray.get(refs). If each call needs the one before, pass the ObjectRef on "
                 "instead of its value (x = f.remote(x)): Ray chains them without a round trip "
                 "through the driver",
-                "driver_loop", f"{site.file}:{site.line}",
+                "driver_loop", f"{site.file}:{site.line}", functions,
             ))  # fmt: skip
         return found
 

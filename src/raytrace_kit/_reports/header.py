@@ -3,8 +3,11 @@
 Every ``raytrace-kit`` command says which session, folder or cluster it read before its
 output, in one line (the CLI writes it on stderr): where it is, when that run started,
 whether it still runs, its driver's script where known, its nodes, calls and failures,
-and, when it was the default, what was passed over to choose it. Times are this machine's
-local time, as Ray names its sessions.
+and, when it was the default, what was passed over to choose it. When the default is not
+your newest run because that one has no kit records (it failed before its first remote
+call, or the kit was not on in it), a line before says so: that run, its script, how it
+ended where the kit's driver record says, and which run is read instead. Times are this
+machine's local time, as Ray names its sessions.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from raytrace_kit._html import card, table
 from raytrace_kit._reports import running
 from raytrace_kit._reports.columns import first_last_stamps
 from raytrace_kit._reports.counts import Counts, count
-from raytrace_kit._reports.session import Session
+from raytrace_kit._reports.driver import read_driver
+from raytrace_kit._reports.session import Session, open_session
 from raytrace_kit._reports.sessions import (
     Choice,
     SessionList,
@@ -34,6 +38,7 @@ __all__ = [
     "cluster_line",
     "cluster_listing",
     "counted",
+    "passed_over_line",
     "session_line",
     "sessions_html",
     "sessions_line",
@@ -99,18 +104,25 @@ def session_line(
     A session directory, or anything inside one, is named with its session's facts; a
     folder made by ``collect()`` with the cluster it came from; anything else by its first
     event's time. ``counts``: its calls, failures and nodes, if the command counted them
-    (a report does); else they are counted here.
+    (a report does); else they are counted here. When the default passed over your
+    newest run (it has no kit records), a line naming that run comes first
+    (:func:`passed_over_line`).
     """
     root = session.root
     collected = _collected(root)
     home = session_dir_of(root) if root.is_dir() and not collected else None
     if home is not None:
-        summary = summarize(home, running.ray_processes(), session.files, counts=counts)
+        processes = running.ray_processes()
+        summary = summarize(home, processes, session.files, counts=counts)
         facts = _facts(summary)
         sizes = [_plural(summary.nodes, "node"), _plural(summary.calls, "call")]
         sizes.append(f"{summary.failures:,} failed")
         said = ", ".join([*facts, *sizes])
-        return f"{PREFIX}{root} ({said}){_chosen(choice) if choice else ''}"
+        line = f"{PREFIX}{root} ({said}){_chosen(choice) if choice else ''}"
+        newest = choice.newest_without_records if choice is not None else None
+        if newest is not None:
+            return f"{passed_over_line(newest, root, processes)}\n{line}"
+        return line
     tally = counts or count(session.files)
     sizes = [
         _plural(tally.nodes, "node"),
@@ -119,6 +131,61 @@ def session_line(
     ]
     origin = collected or _first_event(session)
     return f"{PREFIX}{root} ({', '.join([origin, *sizes])})"
+
+
+def passed_over_line(newest: Path, read: Path, processes: list[running.RayNode] | None) -> str:
+    """The line said first when your ``newest`` run has no kit records and ``read`` is read.
+
+    It names that run (its directory, start, state, script) and how it ended where the
+    kit's driver record says (``raytrace-kit run`` and ``instrument()`` keep one), why it
+    may have no records, and which run is read instead. ``processes``: the Ray processes
+    running here (:func:`running.ray_processes`).
+    """
+    summary = summarize(newest, processes, [])
+    runs = read_driver(open_session(newest).driver_files()).runs
+    run = max(runs, key=lambda r: str(r.get("started") or ""), default={})
+    facts = [f"started {shown_time(summary.started)}"] if summary.started else []
+    script = run.get("script")
+    # Once its process has ended, only the kit's record knows its script.
+    driver = running.shown_script(str(script)) if script and not summary.script else ""
+    driver = driver or _driver(summary)
+    if driver:
+        facts.append(f"driver: {driver}")
+    if "ended" in run:
+        facts.append(_how_it_ended(run))
+    elif summary.running is not None:
+        facts.append("running" if summary.running else "ended")
+    return (
+        f"{PREFIX}your newest run, {newest} ({', '.join(facts)}), has no kit records: "
+        f"{_why_none(run, summary.running)}; read instead: {read.name}, the newest "
+        "of yours with kit records"
+    )
+
+
+def _how_it_ended(run: dict[str, Any]) -> str:
+    """``ended with ValueError (exit status 1)``, from a driver record's ``run.end``."""
+    status = run.get("exit_status")
+    if run.get("error_type"):
+        said = f"ended with {run['error_type']}"
+        return said + (f" (exit status {status})" if status is not None else "")
+    return f"ended with exit status {status}" if status is not None else "ended"
+
+
+def _why_none(run: dict[str, Any], runs: bool | None) -> str:
+    """Why a run may have no kit records, from its driver record (``{}``: none)."""
+    if "ended" in run:
+        failed = run.get("error_type") or run.get("exit_status") not in {0, None}
+        if failed:
+            return "it failed before its first remote call"
+        return "it ended without a remote call of its code"
+    if run:  # started under the kit, and never said how it ended
+        if runs:
+            return "it runs and has made no remote call yet"
+        return "it stopped before its first remote call, and before saying how (killed?)"
+    how = "raytrace-kit run, instrument() or @debuggable"
+    if runs:
+        return f"it has made no remote call yet, or the kit is not on in it ({how})"
+    return f"it failed before its first remote call, or the kit was not on in it ({how})"
 
 
 def counted(report: Any) -> Counts | None:

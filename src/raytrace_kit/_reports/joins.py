@@ -171,9 +171,12 @@ class NodeQueues(Queues):
         left: dict[int, Record] = {}
         starts, ends = self.first_starts, self.last_ends
         sites: dict[str, int] = {}  # the driver's lines: each one's first submission here
+        called: dict[str, dict[str, int]] = {}  # the driver's lines: their calls by function
         for key, row in self.records.items():
             if row[6] and row[2]:
                 sites.setdefault(row[2], row[4])
+                functions = called.setdefault(row[2], {})
+                functions[row[1]] = functions.get(row[1], 0) + 1
             begun = starts.get(key)
             if begun is None:
                 left[key] = row
@@ -205,6 +208,7 @@ class NodeQueues(Queues):
             "first": first,
             "actors": _actors(actors),
             "sites": sites,
+            "called": called,
             "stuck": list(self.stuck.values()),
             "killed": sorted(self.killed),  # force-cancelled tasks: their calls' cause
         }

@@ -1,9 +1,6 @@
-"""A node's event files read as they grow: new lines since the last look, and live aggregates.
+"""A node's live aggregates, from the lines its event files grew by (:mod:`.cursor`).
 
-:class:`Cursor` remembers, per file (by inode, so a rotated file is followed under its
-new name), how far it has read, and returns only the complete lines written since; a
-look reads at most ``budget`` bytes, so a node with gigabytes already written catches up
-over several refreshes instead of stalling one. :class:`LiveTally` turns those lines into
+:class:`LiveTally` turns those lines into
 what ``raytrace-kit top`` shows of the node: per function the calls running, submitted,
 started, done and failed, a histogram of durations (mergeable: percentiles to about 6 %),
 the calls in flight with their age, the latest failures, each process's memory. Both live
@@ -15,11 +12,9 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 import re
 import time
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -27,7 +22,13 @@ import msgspec
 from raytrace_kit._reports.linking import still_running
 from raytrace_kit._reports.rules import STRAGGLER_MIN_CALLS
 
-__all__ = ["BINS_PER_DECADE", "Cursor", "LiveEvent", "LiveTally", "bin_value", "percentile"]
+__all__ = [
+    "BINS_PER_DECADE",
+    "LiveEvent",
+    "LiveTally",
+    "bin_value",
+    "percentile",
+]
 
 
 BINS_PER_DECADE = 40  # a duration's bin spans a factor of 10 ** (1 / 40): 6 %
@@ -35,74 +36,8 @@ OLDEST = 10  # calls in flight a node sends, the oldest first...
 OLDEST_PER_FUNCTION = 3  # ...and each function's oldest (its stragglers are among them)
 FAILURES = 10  # the latest failures a node keeps
 SLOWEST = 3  # each function's slowest finished calls a node keeps (stragglers among them)
-_BUDGET = 32 * 2**20  # bytes read per look, at most: a big backlog is read over several
-_EVENT_FILE = re.compile(r"^events-.+\.jsonl$")
 _SHORTEST = 1e-6
 _ERROR_CHARS = 200
-
-
-class Cursor:
-    """Where each event file of a directory was read up to (see the module).
-
-    ``from_end``: the files there at the first look are taken from their end (``tail``);
-    files that appear later are read from their start.
-    """
-
-    def __init__(self, root: Path, *, from_end: bool = False, budget: int = _BUDGET) -> None:
-        self.root = root
-        self.budget = budget
-        self.from_end = from_end
-        self.offsets: dict[int, int] = {}  # inode -> bytes read (up to a line's end)
-        self.behind = 0  # bytes written and not read yet (a backlog over the budget)
-
-    def _listing(self) -> list[tuple[str, int, int]]:
-        found = []
-        try:
-            entries = list(os.scandir(self.root))
-        except OSError:
-            return []
-        for entry in entries:
-            if not _EVENT_FILE.match(entry.name):
-                continue
-            try:
-                info = entry.stat()
-            except OSError:
-                continue  # rotated away while listing
-            found.append((entry.name, info.st_ino, info.st_size))
-        found.sort()
-        return found
-
-    def read(self) -> list[tuple[str, list[bytes]]]:
-        """The complete lines written to each file since the last look, file by file."""
-        listing = self._listing()
-        first, self.from_end = self.from_end, False
-        offsets = {
-            inode: self.offsets.get(inode, size if first else 0) for _, inode, size in listing
-        }
-        self.offsets = offsets
-        left, behind, found = self.budget, 0, []
-        for name, inode, size in listing:
-            start = offsets[inode]
-            if size < start:  # rewritten from scratch: read it again
-                start = offsets[inode] = 0
-            wanted = min(size - start, left)
-            behind += size - start - wanted
-            if wanted <= 0:
-                continue
-            try:
-                with (self.root / name).open("rb") as handle:
-                    handle.seek(start)
-                    data = handle.read(wanted)
-            except OSError:
-                continue
-            end = data.rfind(b"\n") + 1
-            if end == 0:
-                continue  # a line still being written: next time
-            offsets[inode] = start + end
-            left -= end
-            found.append((name, data[:end].splitlines()))
-        self.behind = behind
-        return found
 
 
 class LiveEvent(msgspec.Struct, gc=False):

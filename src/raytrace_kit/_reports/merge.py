@@ -86,7 +86,7 @@ def cluster_report(
         row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
     flown = flights(
         found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get,
-        loops, found["actors"],
+        loops, found["actors"], called=found["called"],
     )  # fmt: skip
     files = sum(answer["files"] for answer in prepared)
     queues = Queues(joined=joined)
@@ -353,6 +353,7 @@ def _flights(
     actors: dict[str, tuple[int, float]] = {}
     stuck: dict[str, Stuck] = {}
     never: list[dict[str, Any]] = []
+    called: dict[str, Counter[str]] = {}  # the driver's lines: their calls by function
 
     def take(answer: dict[str, Any], offset: int) -> None:
         for function, packed in answer["waits"].items():
@@ -366,6 +367,8 @@ def _flights(
     offset = 0
     for part in parts:  # what each node joined itself
         take(part, offset)
+        for site, functions in part["called"].items():  # each submission is read on one node
+            called.setdefault(site, Counter()).update(functions)
         for event in part["stuck"]:
             if event.call_id in stuck or len(stuck) < MAX_LISTED:
                 stuck[event.call_id] = event
@@ -385,4 +388,5 @@ def _flights(
         "count": sum(answer["never_count"] for answer in joins),
         "stuck": stuck.values(),
         "actors": actors,
+        "called": called,
     }, kept

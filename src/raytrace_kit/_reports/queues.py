@@ -25,12 +25,13 @@ from raytrace_kit._output.schema import Stuck
 from raytrace_kit._reports.columns import (
     Clock,
     Stamps,
+    column_called,
     column_loops,
     decode_submission,
     grouped,
     joined,
 )
-from raytrace_kit._reports.finding import Finding
+from raytrace_kit._reports.finding import Finding, loop_title, most_first
 
 __all__ = [
     "MAX_LISTED",
@@ -225,6 +226,7 @@ class Queues:
         ]  # fmt: skip
         lined = driver & (site >= 0)
         loops = column_loops(numpy, site[lined], when[lined], ends[lined], names, LOOP_MIN)
+        called = column_called(numpy, site[lined], function[lined], names)
         actors: dict[str, list[float]] = {}
         for row in numpy.flatnonzero(started & (actor >= 0)).tolist():
             name = names[actor[row]]
@@ -234,8 +236,9 @@ class Queues:
             ))  # fmt: skip
         longest = {name: (len(values), max(values)) for name, values in actors.items()}
         return flights(
-            waits, never, int((~started).sum()), self.stuck.values(), ended, loops, longest
-        )
+            waits, never, int((~started).sum()), self.stuck.values(), ended, loops, longest,
+            called=called,
+        )  # fmt: skip
 
     def findings(
         self, found: dict[str, Any], durations: dict[str, float], said: set[str]
@@ -245,21 +248,21 @@ class Queues:
         ``said``: the subjects of findings made already (the driver's record names its
         loops by line too: each is said once).
         """
-        made = [
-            Finding(
-                f"ray.get in a loop in the driver: {loop['site']}",
+        made = []
+        for loop in found["loops"]:
+            if loop["site"] in said:
+                continue
+            called = most_first(found["called"].get(loop["site"], {}))
+            made.append(Finding(
+                loop_title(loop["site"], loop["calls"], called),
                 f"{loop['serial']} of the {loop['calls']} calls submitted at {loop['site']} "
                 "were each submitted after the one before had ended: the driver waited on "
                 "each before submitting the next, so they ran one at a time",
                 "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
                 "xs]; ray.get(refs). If each call needs the one before, pass the ObjectRef "
                 "on instead of its value (x = f.remote(x))",
-                "driver_loop",
-                loop["site"],
-            )
-            for loop in found["loops"]
-            if loop["site"] not in said
-        ]
+                "driver_loop", loop["site"], called,
+            ))  # fmt: skip
         for row in found["queued"]:
             ran = durations.get(row["function"])
             wait = row["p50_s"]
@@ -319,13 +322,16 @@ def flights(  # noqa: PLR0917 -- one argument per part of the joined records
     ended: Callable[[str], str | None],
     loops: list[dict[str, Any]],
     actors: dict[str, tuple[int, float]],
+    *,
+    called: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The report's in-flight sections from the joined records (see :meth:`Queues.results`).
 
     ``waits``: each function's times in queue; ``never``: the first calls never started,
     in the order their submissions were read; ``loops``: the driver's lines that are
     ray.get loops (:func:`loops_of`); ``actors``: each actor's calls' count and longest
-    time in queue.
+    time in queue; ``called``: each line of the driver's code, its calls by function
+    (what a ray.get loop at that line waited on).
     """
     queued: list[dict[str, Any]] = []
     for function, values in waits.items():
@@ -342,7 +348,8 @@ def flights(  # noqa: PLR0917 -- one argument per part of the joined records
     rows.sort(key=lambda row: row["timestamp"])
     longest = {actor: most for actor, (count, most) in actors.items() if count >= LOOP_MIN}
     return {"queued": queued, "never_started": never, "never_started_count": never_count,
-            "stuck": rows, "loops": loops, "actor_queues": longest}  # fmt: skip
+            "stuck": rows, "loops": loops, "actor_queues": longest,
+            "called": dict(called or {})}  # fmt: skip
 
 
 def loops_of(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[str, Any]]:

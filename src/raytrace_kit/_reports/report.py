@@ -286,7 +286,7 @@ def finish(
         "source": source,
         "files": files,
     }
-    of_driver = driver.findings(tally.waited)
+    of_driver = driver.findings(tally.waited, flights["called"])
     said = {finding.subject for finding in of_driver}
     return Report(
         overview=overview,

@@ -243,12 +243,18 @@ def _session_dirs(root: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class Choice:
-    """The default session, and what was passed over to find it."""
+    """The default session, and what was passed over to find it.
+
+    ``newest_without_records`` is this user's newest session when it has no kit records
+    (a run that failed before its first remote call, or ran without the kit): the
+    default is then an older run, and the line that names it says so first.
+    """
 
     path: Path
     newer_without_records: int = 0
     newer_of_others: int = 0
     others_with_records: int = 0
+    newest_without_records: Path | None = None
 
 
 def choose_latest(root: Path | None = None) -> Choice:
@@ -259,6 +265,7 @@ def choose_latest(root: Path | None = None) -> Choice:
     """
     root = ray_temp_root() if root is None else root
     chosen: Path | None = None
+    newest: Path | None = None  # of yours, newer than the chosen: it has no kit records
     without = others = with_records = 0
     for path in _session_dirs(root):
         has = _has_records(path)
@@ -267,6 +274,8 @@ def choose_latest(root: Path | None = None) -> Choice:
             continue
         if not has:
             without += 1
+            if newest is None and _owner(path) == _uid():
+                newest = path
         elif _owner(path) != _uid():
             others += 1
         else:
@@ -279,7 +288,7 @@ def choose_latest(root: Path | None = None) -> Choice:
             "session's directory (or a collected folder, an event file) as SOURCE."
         )
         raise EventsNotFoundError(msg)
-    return Choice(chosen, without, others, with_records - 1)
+    return Choice(chosen, without, others, with_records - 1, newest)
 
 
 class SessionList(list[SessionSummary]):

@@ -12,7 +12,6 @@ import cProfile
 import json
 import pstats
 import sys
-import sysconfig
 import threading
 import time
 from datetime import datetime, timezone
@@ -91,11 +90,6 @@ def memray_options(options: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-_PATHS = sysconfig.get_paths()
-_STDLIB_DIR = _PATHS["stdlib"]
-_SITE_DIRS = (_PATHS["purelib"], _PATHS["platlib"])  # under the stdlib dir in some images
-
-
 def _without_kit_rows(stats: pstats.Stats) -> pstats.Stats:
     """The profile without the kit's call path (its wrappers, boundary, profiler's stop).
 
@@ -109,7 +103,7 @@ def _without_kit_rows(stats: pstats.Stats) -> pstats.Stats:
     kit |= {
         key
         for key, (*_, callers) in table.items()
-        if callers and set(callers) <= kit and (key[0] == "~" or key[0].startswith(_STDLIB_DIR))
+        if callers and set(callers) <= kit and (key[0] == "~" or frames.in_stdlib(key[0]))
     }
     for key in kit:
         del table[key]
@@ -181,10 +175,6 @@ def _filter(callback: Any, owner: int, arity: int) -> Any:
         return callback(code, offset, value, arg) if get_ident() == owner else None
 
     return filtered4
-
-
-def _in_stdlib(filename: str) -> bool:
-    return filename.startswith(_STDLIB_DIR) and not filename.startswith(_SITE_DIRS)
 
 
 class Running:

@@ -20,6 +20,7 @@ import ray
 
 from raytrace_kit import _process
 from raytrace_kit._html import card, cell_name, pre
+from raytrace_kit._output.frames import in_stdlib
 from raytrace_kit._worker import state as worker_state
 
 __all__ = ["ProcessStacks", "RunningCall", "ThreadStack", "process_stacks"]
@@ -29,15 +30,15 @@ _HIDDEN_DIRS = (
     str(Path(ray.__file__).parent) + os.sep,
     str(Path(__file__).parents[1]) + os.sep,  # raytrace_kit
 )
-# A thread with no frame outside these (and no instrumented call) is Ray's or Python's own
-# (Ray's GC and log threads...): left out unless all frames are asked for.
-_STDLIB_DIR = str(Path(threading.__file__).parent) + os.sep
 
 
 def _is_system(filename: str) -> bool:
-    if filename.startswith(_HIDDEN_DIRS):
-        return True
-    return filename.startswith(_STDLIB_DIR) and "-packages" not in filename
+    """Whether a frame is Ray's, the kit's or the standard library's.
+
+    A thread with no other frame (and no instrumented call) is Ray's or Python's own (Ray's
+    GC and log threads...): left out unless all frames are asked for.
+    """
+    return filename.startswith(_HIDDEN_DIRS) or in_stdlib(filename)
 
 
 @dataclass(frozen=True, slots=True)
