@@ -22,7 +22,7 @@ PYPROJECT = nox.project.load_toml(HERE / "pyproject.toml")
 # other supported Pythons (the `tests` session covers the newest Ray on the rest).
 COMPAT = [("2.40.0", "3.11"), ("2.60.0", "3.10"), ("2.60.0", "3.12"), ("2.60.0", "3.13")]
 # Its subset, the tests marked `compat` in these files: decoration, events, profiling, the
-# report, the CLI, tracebacks (the workers' and the driver's hook), Ray's own local mode and
+# report, the CLI, attaching to clusters as users start them, tracebacks (the workers' and the driver's hook), Ray's own local mode and
 # the kit's. In this order, Ray starts twice: whole_program's instrument() and the last
 # file shut it down.
 COMPAT_TESTS = [
@@ -31,6 +31,7 @@ COMPAT_TESTS = [
     "tests/integration/test_profiling.py",
     "tests/integration/test_report.py",
     "tests/integration/test_cli.py",
+    "tests/integration/test_attach.py",
     "tests/integration/test_traceback_fidelity.py",
     "tests/integration/test_whole_program.py",
     "tests/integration/test_ray_local_mode.py",

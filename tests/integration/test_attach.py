@@ -42,7 +42,9 @@ JOB = textwrap.dedent(
     import ray
 
     joins = os.environ.get("JOB_ADDRESS")
-    ray.init(address=joins or None, num_cpus=None if joins else 2)
+    # "local": a cluster of its own, as a plain ray.init() starts on a machine running none
+    # (another test's cluster may have left its address in /tmp/ray/ray_current_cluster).
+    ray.init(address=joins or "local", num_cpus=None if joins else 2)
 
     @ray.remote(max_retries=0)
     def boom(row):

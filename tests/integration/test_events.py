@@ -312,7 +312,7 @@ class TestFailures:
             "@ray.remote(num_cpus=0)\n"
             "def f(x):\n"
             "    return x\n"
-            "ray.init(num_cpus=1, include_dashboard=False)\n"
+            "ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)\n"
             "print('result', ray.get([f.remote(i) for i in range(3)]))\n"
             f"{inspect.getsource(helpers.ray_session_dir)}\n"
             "print('session', ray_session_dir())\n"
