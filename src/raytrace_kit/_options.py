@@ -51,9 +51,11 @@ class DebugOptions:
 
     Attributes:
         log: Emit ``call.start`` / ``call.end`` events for every execution.
-        log_args: Also write a short ``repr`` of each argument on ``call.start`` (capped;
-            values of secret-looking keys redacted). Off by default: arguments are the
-            user's data, and may hold secrets the redaction cannot recognise.
+        log_args: Also write a short ``repr`` of each argument on ``call.start``, and of
+            each local of a failed call's frames on its ``call.end`` (capped; values of
+            secret-looking keys redacted; the environment's never). Off by default:
+            arguments and locals are the user's data, and may hold secrets the redaction
+            cannot recognise. Without it a failed call's locals are types and shapes only.
         local: ``True`` always runs the calls in this process (local mode), ``False``
             never does, ``None`` (the default) follows :func:`raytrace_kit.local_mode`.
         post_mortem: Open a post-mortem debugger at the failing frame when a call raises:

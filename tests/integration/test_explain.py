@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -269,3 +271,54 @@ def test_a_lost_object_is_traced_to_the_task_that_made_it() -> None:
     # Logged as text, without its class: the same explanation and the same call.
     from_text = explain(str(error))
     assert (from_text.kind, from_text.call) == (explained.kind, explained.call)
+
+
+# Ray Data pipelines as users write them, each failing as plain Ray Data fails: a UDF that
+# captures a sqlite connection (it cannot be pickled), one that raises on its batches.
+_DATA_PROGRAMS = {
+    "captures a connection": (
+        "import sqlite3, ray\n"
+        "conn = sqlite3.connect(':memory:')\n"
+        "def enrich(batch):\n"
+        "    conn.execute('select 1')\n"
+        "    return batch\n"
+        "ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)\n"
+        "ray.data.range(100).map_batches(enrich).take_all()\n"
+    ),
+    "raises on a batch": (
+        "import ray\n"
+        "def parse(batch):\n"
+        "    raise ValueError('bad row 7')\n"
+        "ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)\n"
+        "ray.data.range(10).map_batches(parse).take_all()\n"
+    ),
+}
+
+
+class TestRayDataErrors:
+    """Plain Ray Data's own output, pasted into raytrace-kit explain: named for what it is."""
+
+    @pytest.mark.parametrize(
+        ("program", "kind", "words"),
+        [
+            ("captures a connection", "Serialization: a Ray Data UDF cannot be shipped",
+             "it captures a sqlite3.Connection"),
+            ("raises on a batch", "A Ray Data UDF failed", "parse raised ValueError: bad row 7"),
+        ],
+    )  # fmt: skip
+    def test_explained_from_rays_output(
+        self, tmp_path: Path, program: str, kind: str, words: str
+    ) -> None:
+        """The pipeline run with plain Ray (no kit), its stderr explained."""
+        script = tmp_path / "pipeline.py"
+        script.write_text(_DATA_PROGRAMS[program])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+        ran = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True,
+            timeout=300, check=False,
+        )  # fmt: skip
+        assert ran.returncode == 1, ran.stderr[-2000:]  # as plain Ray Data fails
+        done = helpers.run_cli("explain", stdin=ran.stderr)
+        assert done.returncode == 0, done.stdout
+        assert done.stdout.startswith(f"{kind}: "), done.stdout
+        assert words in done.stdout.splitlines()[0]

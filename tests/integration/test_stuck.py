@@ -140,6 +140,36 @@ def test_infeasible_calls_name_their_request_and_the_largest_node() -> None:
         ray.cancel(ref)
 
 
+def test_alike_calls_are_one_entry_with_their_count() -> None:
+    """Nineteen calls asking for a GPU: one entry, counted, in text, HTML and JSON.
+
+    They printed as nineteen identical blocks; a different call stays apart.
+    """
+    refs = [needs_a_gpu.remote() for _ in range(19)]
+    refs.append(needs_cpus.options(num_cpus=64).remote())
+    try:
+        found = raytrace_kit.stuck()
+        text, page, data = str(found), found._repr_html_(), found.to_dict()
+    finally:
+        for ref in refs:
+            ray.cancel(ref)
+    section = text.split("Calls no node can run (infeasible)\n", 1)[1].split("\n\n", 1)[0]
+    lines = [line for line in section.splitlines() if not line.startswith("     ")]
+    assert len(lines) == 2, section  # one line per kind of call, not one per call
+    assert lines[0].startswith("19 calls like needs_a_gpu (task ")
+    assert lines[1].startswith("needs_cpus (task ")
+    assert section.count("asks {CPU: 1, GPU: 1}") == 1
+    assert "19 calls like needs_a_gpu" in page
+    assert page.count("asks {CPU: 1, GPU: 1}") <= 3  # its section, pending by why, a row
+    assert "and 18 more like it" in page  # the table: one row for them (text wraps it)
+    counted = {
+        g["example"]["function"].rsplit(".", 1)[-1]: g["count"]
+        for g in data["grouped"]["infeasible"]
+    }
+    assert counted == {"needs_a_gpu": 19, "needs_cpus": 1}
+    assert len(data["infeasible"]) == 20  # every call is still listed
+
+
 @debuggable
 @ray.remote(max_retries=0)
 def hold(release: str) -> int:

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytrace_kit._reports.columns import Clock, Stamps, column_loops, grouped, joined, read_stamp
-from raytrace_kit._reports.joins import from_micros, micros
-from raytrace_kit._reports.queues import loops_of
+from raytrace_kit._reports.flights import loops_of
+from raytrace_kit._reports.micros import from_micros, micros
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

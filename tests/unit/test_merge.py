@@ -231,7 +231,9 @@ class TestMergedReport:
         assert merged.charts["lanes_not_drawn"] > 0
         assert "One actor serializes the work: jobs.Store (a1a1a1a1a1a1)" in titles
         (store,) = [f for f in merged.findings if f.title.startswith("One actor serializes")]
-        assert "waited for each other in its queue, the longest 139" in store.evidence
+        # The last call waited 139 s in all, 138 s of it behind the others while they ran:
+        # the actor idled the second before its first call began.
+        assert "waited for each other in its queue, the longest 138.00 s" in store.evidence
         (loop,) = [f for f in merged.findings if f.kind == "driver_loop"]
         assert loop.title == (
             "ray.get in a loop in the driver: main.py:30 waited on 8 calls of jobs.step2 "

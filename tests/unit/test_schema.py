@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytrace_kit._output import encode, submissions
-from raytrace_kit._output.schema import Call, CallStart, Stuck, Submission
+from raytrace_kit._output.locals import frames_locals
+from raytrace_kit._output.schema import Blocked, Call, CallStart, Stuck, Submission
 from raytrace_kit._process import ProcessIdentity
 
 IDENTITY = ProcessIdentity("01000000", "ab" * 28, "cd" * 28, 4242, is_worker=True)
@@ -269,11 +270,16 @@ class TestReadersShareTheSchema:
             parent="aa" * 8 + ":" + "bb" * 24,
         )
         try:
-            raise ValueError("bad input")  # noqa: TRY301
+            rows = [1, 2]  # a local of the failing frame: frames_locals
+            raise ValueError("bad input", rows)  # noqa: TRY301
         except ValueError as error:
-            end_tail = encode.end_members(
-                0.5, error, 0.1, rss_start=10, figures=(20, 15, 30), process_cpu_s=0.2
-            ) + encode.profile_members("profiles/p.bin", "block", "call")
+            end_tail = (
+                encode.end_members(
+                    0.5, error, 0.1, rss_start=10, figures=(20, 15, 30), process_cpu_s=0.2
+                )
+                + encode.locals_members(frames_locals(error, values=True))
+                + encode.profile_members("profiles/p.bin", "block", "call")
+            )
         start = encode.call_line("call.start", "info", members, encode.memory_members((20, 15, 30)))
         end = encode.call_line("call.end", "error", members, end_tail)
         return json.loads(start), json.loads(end)
@@ -289,6 +295,9 @@ class TestReadersShareTheSchema:
         _, end = self._lines()
         call = msgspec.json.decode(json.dumps(end), type=Call)
         assert (call.function, call.status, call.error_type) == ("m.f", "error", "ValueError")
+        assert call.frames_locals is not None
+        *_, described, shown = call.frames_locals[-1]
+        assert (described["rows"], shown["rows"]) == ("list of 2", "[1, 2]")
         assert (call.rss_start_bytes, call.rss_end_bytes, call.rss_growth_bytes) == (10, 20, 10)
         assert (call.task_id, call.attempt, call.parent_call_id) == (
             "ff" * 12,
@@ -322,6 +331,26 @@ class TestFlightLines:
             is_async=True, arg_task_ids=["11" * 24],
         )  # fmt: skip
         assert list(json.loads(line))[:4] == ["timestamp", "level", "event", "schema"]
+
+    def test_blocked_line_decodes_into_a_blocked_event(self) -> None:
+        """The call's members, then how long it held its loop and where."""
+        members = encode.call_members(
+            call_id="0123456789abcdef",
+            spec_fragment=encode.members({"function": "m.A.f", "kind": "actor_method"}),
+            mode="ray", task_id="ff" * 24, actor_id="ab" * 16, identity=IDENTITY, attempt=0,
+        )  # fmt: skip
+        stack = [("/app/job.py", 9, "f", "time.sleep(0.3)")]
+        tail = encode.blocked_members(0.3004, "AsyncIO Thread: default", stack)
+        event = msgspec.json.decode(
+            encode.call_line("call.blocked", "warning", members, tail), type=Blocked
+        )
+        assert (event.call_id, event.function, event.actor_id) == (
+            "0123456789abcdef", "m.A.f", "ab" * 16,
+        )  # fmt: skip
+        assert (event.held_s, event.where, event.thread) == (
+            0.3, "/app/job.py:9", "AsyncIO Thread: default",
+        )  # fmt: skip
+        assert event.stack == [["/app/job.py", 9, "f", "time.sleep(0.3)"]]
 
     def test_stuck_line_decodes_into_a_stuck_event(self) -> None:
         """The call's members, then where it was and what it waited on."""

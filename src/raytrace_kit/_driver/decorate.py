@@ -57,7 +57,8 @@ def debuggable(target: Any = None, /, **options: Any) -> Any:
 
             - ``log`` (bool, default ``True``): write ``call.start``/``call.end`` events.
             - ``log_args`` (bool, default ``False``): also write a short ``repr`` of each
-              argument on ``call.start``, values of secret-looking keys redacted.
+              argument on ``call.start``, and of each local of a failed call's frames on
+              its ``call.end``, values of secret-looking keys redacted.
             - ``local`` (bool or ``None``, default ``None``): ``True`` always runs the calls
               in this process (local mode), ``False`` never does, ``None`` follows
               :func:`local_mode`.

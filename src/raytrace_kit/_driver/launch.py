@@ -45,7 +45,10 @@ def add_command(commands: Any) -> None:
         "status and signals are the program's. RAYTRACE_KIT_INSTRUMENT gives defaults "
         "(e.g. log_args,profile=cprofile).",
     )
-    run.add_argument("--log-args", action="store_true", help="record arguments (redacted)")
+    run.add_argument(
+        "--log-args", action="store_true",
+        help="record arguments, and the values of a failed call's locals (redacted)",
+    )  # fmt: skip
     run.add_argument("--profile", choices=["memray", "cprofile"], help="profile every call")
     run.add_argument(
         "--check", choices=["first", "always", "on_error", "off"], help="serializability checks"

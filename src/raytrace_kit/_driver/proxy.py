@@ -33,6 +33,7 @@ from raytrace_kit._output.context import PARENT_KWARG
 from raytrace_kit._output.writer import report_failure
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._worker import submitted
+from raytrace_kit._worker.by_value import large_code
 from raytrace_kit._worker.parents import with_parent
 from raytrace_kit.exceptions import NotSerializableError
 
@@ -322,7 +323,10 @@ class Debuggable:
             prefix = self._submit_prefix
             if prefix is None:
                 name = f"{self.__module__}.{self.__qualname__}"
-                prefix = self._submit_prefix = submitted.prefix(name, "task", self._task_options())
+                # By now Ray has pickled the function: its size, if large, in every record.
+                code = large_code(tuple(self._shared.variants.values()))
+                prefix = submitted.prefix(name, "task", self._task_options(), code_bytes=code)
+                self._submit_prefix = prefix
             submitted.record(prefix, made, None, kwargs.get(PARENT_KWARG), args, kwargs)
         except Exception as exc:
             report_failure("submit-record", "cannot record a submission", exc)

@@ -8,15 +8,18 @@ UTC, microseconds, fixed width so that timestamps sort as strings), ``level`` an
   ``task_id``, ``actor_id``, ``job_id``, ``node_id``, ``worker_id``, ``pid``, ``attempt``).
 - ``call.end``: the same, then :func:`end_members` (``duration_s``, ``status``,
   ``error_type`` and ``error`` on failure, ``rss_bytes``, ``rss_minus_shr_bytes``,
-  ``max_rss_bytes``), then :func:`profile_members` for profiled calls (``profile_path``,
-  ``profile_block``, ``profile_scope``).
+  ``max_rss_bytes``), then for a failed call :func:`locals_members` (``frames_locals``),
+  then :func:`profile_members` for profiled calls (``profile_path``, ``profile_block``,
+  ``profile_scope``).
 - ``call.submit``: written by the process that called ``.remote()``, in batches, rendered
   by :mod:`.submissions` (``submit_line``: ``task_id`` of the submitted call,
   ``function``, ``kind``, ``resources``, ``scheduling``, ``max_concurrency`` and
   ``async`` for an actor, ``actor_id`` of the actor it goes to or creates,
   ``parent_call_id``/``parent_task_id`` of the submitting call (null from the driver),
   the submitter's ``job_id``, ``node_id``, ``worker_id``, ``pid``, the ``site`` in the
-  submitter's code, and ``arg_task_ids``, the tasks that produce its argument refs).
+  submitter's code, ``arg_task_ids``, the tasks that produce its argument refs, and only
+  where large: ``code_bytes``, the function as Ray pickled it, and ``large_args``, its
+  arguments of a MiB or more passed by value).
 - ``call.stuck``: a running call past its ``stuck_after``: the call's members, then
   :func:`stuck_members` (``running_s``, ``stuck_after_s``, ``report``, ``thread``,
   ``stack``, ``waiting_on``).
@@ -70,6 +73,7 @@ __all__ = [
     "failure_record",
     "identity_members",
     "is_secret_key",
+    "locals_members",
     "members",
     "memory_members",
     "now",
@@ -262,6 +266,14 @@ def end_members(
     )
 
 
+def locals_members(frames: list[list[Any]]) -> str:
+    """A failed call's ``frames_locals`` member, with a comma first; ``""`` without frames.
+
+    ``frames`` are :func:`raytrace_kit._output.locals.frames_locals`.
+    """
+    return "," + members({"frames_locals": frames}) if frames else ""
+
+
 def profile_members(path: os.PathLike[str] | str, block: str | None, scope: str | None) -> str:
     """The members a profiled call's ``call.end`` adds, starting with a comma."""
     fields: dict[str, Any] = {"profile_path": str(path)}
@@ -291,6 +303,26 @@ def stuck_members(  # noqa: PLR0917 -- its one caller's
             "waiting_on": waiting_on,
         }
     )
+
+
+def blocked_members(
+    held_s: float, thread: str | None, stack: list[tuple[str, int, str, str]]
+) -> str:
+    """``call.blocked``'s own members, starting with a comma: how long, where."""
+    return "," + members(blocked_fields(stack, held_s, thread))
+
+
+def blocked_fields(
+    stack: list[tuple[str, int, str, str]], held_s: float, thread: str | None = None
+) -> dict[str, Any]:
+    """An event loop held ``held_s`` (at least), at the innermost of ``stack``."""
+    where = f"{stack[-1][0]}:{stack[-1][1]}" if stack else None
+    return {
+        "held_s": round(held_s, 3),
+        "where": where,
+        "thread": thread,
+        "stack": [list(frame) for frame in stack],
+    }
 
 
 def call_line(event: str, level: str, call_fragment: str, tail: str = "") -> bytes:

@@ -9,9 +9,11 @@ renamed or added on one side and not the other fails there. Imported by readers 
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
-__all__ = ["Call", "CallStart", "Stuck", "Submission", "Submitted"]
+__all__ = ["Blocked", "Call", "CallStart", "Stuck", "Submission", "Submitted"]
 
 
 class Call(msgspec.Struct, gc=False):
@@ -21,7 +23,10 @@ class Call(msgspec.Struct, gc=False):
     ``call.end``: the process died during the call). ``started``/``ended`` are ISO 8601
     timestamps. Memory figures are the process's at the start and at the end (``None``
     where unknown, and at the start for events of schema 1, which had none);
-    :attr:`rss_growth_bytes` is what the process grew by during the call.
+    :attr:`rss_growth_bytes` is what the process grew by during the call. A failed call's
+    ``frames_locals`` holds ``[file, line, function, {name: description}]`` for each frame
+    of the user's code in its traceback, outermost first, and a fifth member
+    ``{name: value}`` with ``log_args``.
     """
 
     call_id: str = ""
@@ -37,6 +42,7 @@ class Call(msgspec.Struct, gc=False):
     error_type: str | None = None
     error: str | None = None
     traceback: str | None = None
+    frames_locals: list[Any] | None = None  # checked where read: a bad frame costs only itself
     task_id: str | None = None
     task_name: str | None = None
     actor_id: str | None = None
@@ -72,7 +78,10 @@ class CallStart(msgspec.Struct, gc=False):
 class Submitted(msgspec.Struct, gc=False):
     """What a report reads of a ``call.submit`` record (:class:`Submission` has it all).
 
-    Decoding only these is a quarter cheaper: a report reads one per call.
+    Decoding only these is a quarter cheaper: a report reads one per call. ``large_args``
+    (``[where, bytes, serial, type]`` of each argument of a MiB or more passed by value)
+    and ``code_bytes`` (a remote function's pickled size, when a MiB or more) are absent
+    from most records.
     """
 
     task_id: str | None = None
@@ -82,6 +91,8 @@ class Submitted(msgspec.Struct, gc=False):
     actor_id: str | None = None
     parent_call_id: str | None = None
     site: str | None = None
+    large_args: list[Any] | None = None  # checked where read: a bad entry costs only itself
+    code_bytes: int | None = None
 
 
 class Submission(Submitted, gc=False):
@@ -103,6 +114,24 @@ class Submission(Submitted, gc=False):
     max_concurrency: int | None = None
     is_async: bool | None = msgspec.field(default=None, name="async")
     arg_task_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class Blocked(msgspec.Struct, gc=False):
+    """A ``call.blocked`` event: an async call that held its event loop ``held_s``, at least.
+
+    ``where`` is the innermost user frame while it held the loop (the blocking line);
+    ``stack`` its user frames, ``[file, line, function, source]``, outermost first.
+    """
+
+    timestamp: str = ""
+    call_id: str = ""
+    function: str = ""
+    actor_id: str | None = None
+    pid: int | None = None
+    held_s: float = 0.0
+    where: str | None = None
+    thread: str | None = None
+    stack: list[list[Any]] = []
 
 
 class Stuck(msgspec.Struct, gc=False):

@@ -48,10 +48,13 @@ def submit_prefix(
     resources: Mapping[str, float],
     scheduling: str | None,
     actor: Mapping[str, Any] | None = None,
+    *,
+    code_bytes: int | None = None,
 ) -> str:
     """The members of ``call.submit`` fixed for one submitted object: rendered once.
 
-    ``actor`` holds an actor creation's ``max_concurrency`` and ``async``.
+    ``actor`` holds an actor creation's ``max_concurrency`` and ``async``; ``code_bytes``
+    the size of a remote function as Ray pickled it, written only when it is large.
     """
     fields: dict[str, Any] = {
         "function": function,
@@ -61,6 +64,8 @@ def submit_prefix(
     }
     if actor:
         fields.update(actor)
+    if code_bytes is not None:
+        fields["code_bytes"] = code_bytes
     return encode.members(fields)
 
 
@@ -80,17 +85,23 @@ def submit_line(  # noqa: PLR0917 -- positional: one tuple per submission, rende
     identity: ProcessIdentity,
     site: str | None,
     arg_task_ids: list[str] | None,
+    large_args: list[list[Any]] | None = None,
 ) -> bytes:
-    """One ``call.submit`` line (see the module's docstring)."""
+    """One ``call.submit`` line (see the module's docstring).
+
+    ``large_args``: ``[where, bytes, serial, type]`` of each argument passed by value that
+    is large (``_worker.by_value``), a member only when there is one.
+    """
     parents = encode.parent_members(parent)
     task = "null" if task_id is None else f'"{task_id}"'
     actor = "null" if actor_id is None else f'"{actor_id}"'
     where = '"site":null' if site is None else _site_member(site)
     args = ",".join(f'"{i}"' for i in arg_task_ids) if arg_task_ids else ""
+    large = "" if large_args is None else "," + encode.members({"large_args": large_args})
     line = (
         f'{{"timestamp":"{encode.stamp(when)}","level":"info","event":"call.submit","schema":{encode.SCHEMA},'
         f'"task_id":{task},{prefix},"actor_id":{actor},{parents},'
-        f'{encode.identity_members(identity)},{where},"arg_task_ids":[{args}]}}\n'
+        f'{encode.identity_members(identity)},{where},"arg_task_ids":[{args}]{large}}}\n'
     )
     return line.encode("utf-8", "backslashreplace")
 
@@ -103,11 +114,14 @@ def record(  # noqa: PLR0917 -- positional: this runs on every .remote() of a de
     identity: ProcessIdentity,
     site: str | None,
     arg_task_ids: list[str] | None,
+    large_args: list[list[Any]] | None = None,
 ) -> None:
     """Keep one submission record (``prefix`` from :func:`submit_prefix`)."""
     state = output_state.state
     pending = state.submissions
-    pending.append((time.time(), prefix, task_id, actor_id, parent, identity, site, arg_task_ids))
+    pending.append(
+        (time.time(), prefix, task_id, actor_id, parent, identity, site, arg_task_ids, large_args)
+    )
     count = len(pending)
     if count == 1:
         wake = state.wake
@@ -120,7 +134,7 @@ def record(  # noqa: PLR0917 -- positional: this runs on every .remote() of a de
 def record_cancel(task_id: str, force: bool, identity: ProcessIdentity) -> None:
     """Keep a ``call.cancel`` record: ``ray.cancel`` of a task (it may never start now)."""
     state = output_state.state
-    state.submissions.append((time.time(), None, task_id, force, None, identity, None, None))
+    state.submissions.append((time.time(), None, task_id, force, None, identity, None, None, None))
     if len(state.submissions) == 1 and state.wake is not None:
         state.wake()
 

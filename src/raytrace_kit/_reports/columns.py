@@ -194,7 +194,7 @@ def column_called(
 def column_loops(  # noqa: PLR0917 -- the columns, their names, and the least a loop is
     numpy: Any, site: Any, when: Any, ended: Any, names: list[str], least: int
 ) -> list[dict[str, Any]]:
-    """``queues.loops_of`` of columns: each driver's call's line, submission, task's end or NaN.
+    """``flights.loops_of`` of columns: each driver's call's line, submission, task's end or NaN.
 
     ``least``: the fewest calls of a line that make a loop.
     """

@@ -15,6 +15,7 @@ from raytrace_kit import exceptions as kit_errors
 from raytrace_kit._output.schema import Call
 from raytrace_kit._reports import error_text, linking
 from raytrace_kit._reports.deaths import WorkerDeath
+from raytrace_kit._reports.explain_data import explain_data_text
 from raytrace_kit._reports.explanation import Explanation
 from raytrace_kit._reports.session import Session
 from raytrace_kit.exceptions import EventsNotFoundError, NotSerializableError, RaytraceKitError
@@ -316,6 +317,9 @@ def _explain_text(text: str, session: Session | None) -> Explanation:
     from ray import exceptions as ray_errors  # noqa: PLC0415
 
     text = linking.plain(text)
+    data = explain_data_text(text)  # Ray Data's errors speak of its machinery: name the UDF
+    if data is not None:
+        return data
     for match in _NAMED.finditer(text):
         name = match["name"]
         kind = getattr(ray_errors, name, None) or getattr(kit_errors, name, None)

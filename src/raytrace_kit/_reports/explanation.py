@@ -6,8 +6,9 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytrace_kit._html import card, cell_traceback, pre
+from raytrace_kit._html import card, pre
 from raytrace_kit._output.schema import Call
+from raytrace_kit._reports.frame_locals import traceback_with_locals
 
 __all__ = ["Explanation"]
 
@@ -40,8 +41,8 @@ class Explanation:
         if call is not None:
             where = f"node {(call.node_id or '?')[:12]}, pid {call.pid}"
             lines.append(f"The call: {call.function} ({call.status}, {where}, call {call.call_id})")
-            if call.traceback:
-                lines.append(cell_traceback(call.traceback).rstrip())
+            if call.traceback:  # with its frames' locals under them, when recorded
+                lines.append(traceback_with_locals(call.traceback, call.frames_locals).rstrip())
         return "\n".join(lines)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
@@ -62,5 +63,7 @@ class Explanation:
                 f", {html.escape(where)}, call {html.escape(call.call_id)})</div>"
             )
             if call.traceback:
-                parts.append(pre(cell_traceback(call.traceback).rstrip()))
+                parts.append(
+                    pre(traceback_with_locals(call.traceback, call.frames_locals).rstrip())
+                )
         return card(self.kind, "", *parts)

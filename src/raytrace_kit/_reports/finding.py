@@ -21,8 +21,9 @@ class Finding:
     """One problem the records show: what, the evidence, and the fix.
 
     ``kind`` names the rule for machines (``tiny_tasks``, ``one_at_a_time``,
-    ``serializing_actor``, ``leak``, ``cpu_oversubscription``, ``flaky_retries``, and
-    ``death_<cause>``); ``subject`` is the function, actor or process it is about.
+    ``serializing_actor``, ``leak``, ``cpu_oversubscription``, ``flaky_retries``,
+    ``passed_by_value``, ``large_function``, and ``death_<cause>``); ``subject`` is the
+    function, actor or process it is about.
     ``functions``: the functions of the calls it is about, most calls first, where the
     finding is about a line's calls (``driver_loop``: the calls the loop waited on).
     """

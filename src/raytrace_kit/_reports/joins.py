@@ -20,7 +20,9 @@ from typing import Any
 
 import msgspec
 
-from raytrace_kit._reports.columns import Clock, decode_submission, microseconds
+from raytrace_kit._reports.columns import decode_submission
+from raytrace_kit._reports.flights import loops_of
+from raytrace_kit._reports.micros import NONE, Lines, behind_micros, from_micros, idled_s, micros
 from raytrace_kit._reports.packing import (
     pack_floats,
     pack_ints,
@@ -29,65 +31,19 @@ from raytrace_kit._reports.packing import (
     unpack_ints,
     unpack_keys,
 )
-from raytrace_kit._reports.queues import KEEP_TASK_IDS, MAX_LISTED, Queues, loops_of
+from raytrace_kit._reports.queues import KEEP_TASK_IDS, MAX_LISTED, Queues, has_arg_refs
 
 __all__ = [
     "KEEP_TASK_IDS",
     "NodeQueues",
     "Record",
-    "from_micros",
     "join",
-    "micros",
-    "unpack_lines",
 ]
 
-_NONE = -1  # no such time (a task with no end)
 
-# A submission: (submitted, function, site, task id (the first few), index, actor, by driver)
-Record = tuple[int, str, str | None, str | None, int, str | None, bool]
-
-
-def micros(stamp: str, clock: Clock | None = None) -> int:
-    """A stamp as whole microseconds since the epoch, read as :class:`columns.Clock` reads it."""
-    base = int((clock or Clock())(stamp[:19]))  # its whole second (parsed once a second)
-    return base * 1_000_000 + int(microseconds(stamp))
-
-
-def from_micros(value: int) -> float:
-    """The very float :class:`columns.Clock` gives for the stamp of :func:`micros`."""
-    return float(value // 1_000_000) + (value % 1_000_000) / 1e6
-
-
-class _Lines:
-    """The driver's calls by the line that submitted them: submitted, the task's last end."""
-
-    def __init__(self) -> None:
-        self.calls: dict[str, list[tuple[int, int]]] = {}
-
-    def add(self, site: str, submitted: int, ended: int | None) -> None:
-        self.calls.setdefault(site, []).append((submitted, _NONE if ended is None else ended))
-
-    def unpacked(self, site: str) -> list[tuple[float, float | None]]:
-        """A line's calls as ``queues.loops_of`` reads them."""
-        return [
-            (from_micros(when), None if end == _NONE else from_micros(end))
-            for when, end in self.calls.get(site, [])
-        ]
-
-    def packed(self, site: str) -> tuple[bytes, bytes]:
-        """A line's calls, packed (sorted by submission; each end after it)."""
-        calls = sorted(self.calls.get(site, []))
-        ends = [end - when if end != _NONE else _NONE for when, end in calls]
-        return pack_ints([when for when, _ in calls]), pack_ints(ends)
-
-
-def unpack_lines(packed: tuple[bytes, bytes]) -> list[tuple[float, float | None]]:
-    """A line's calls as ``queues`` keeps them: (submitted, the task's last end or None)."""
-    whens, ends = unpack_ints(packed[0]), unpack_ints(packed[1])
-    return [
-        (from_micros(when), None if end == _NONE else from_micros(when + end))
-        for when, end in zip(whens, ends, strict=True)
-    ]
+# A submission: (submitted, function, site, task id (the first few), index, actor, by driver,
+# whether its arguments include refs: it waited for the calls that make them first)
+Record = tuple[int, str, str | None, str | None, int, str | None, bool, bool]
 
 
 def _actors(waits: Iterable[tuple[str, float]]) -> dict[str, tuple[int, float]]:
@@ -106,11 +62,12 @@ class NodeQueues(Queues):
         super().__init__(joined=joined, since=since, until=until)
         self.records: dict[int, Record] = {}
         self.first_starts: dict[int, int] = {}  # task -> its first attempt's start
+        self.first_idle: dict[int, int] = {}  # ...and since when its process idled then
         self.last_ends: dict[int, int] = {}  # task -> its last end, of any attempt here
         self.retried: set[int] = set()  # tasks with a later attempt here
         self.joined_here: set[int] = set()
         self.deferred: list[tuple[int, Record, int | None]] = []  # see here()
-        self.lines = _Lines()  # the driver's calls read here, with their tasks' last ends
+        self.lines = Lines()  # the driver's calls read here, with their tasks' last ends
         self.waiting: dict[int, tuple[str, int]] = {}  # index -> (site, submitted): end due
 
     def line(self, raw: bytes) -> None:
@@ -126,6 +83,10 @@ class NodeQueues(Queues):
             self.until is not None and stamp >= self.until
         ):
             return
+        if record.large_args or record.code_bytes:
+            self.by_value.take(record, raw)
+        if record.kind == "actor_init":
+            self.take_made(raw)
         if record.task_id and stamp:
             key = task_key(record.task_id)
             if key not in self.records:
@@ -137,7 +98,10 @@ class NodeQueues(Queues):
                     record.site and shared.setdefault(record.site, record.site),
                     record.task_id if index < KEEP_TASK_IDS else None, index,
                     actor and shared.setdefault(actor, actor), record.parent_call_id is None,
+                    has_arg_refs(raw),
                 )  # fmt: skip
+
+    _PER_SECOND = 1_000_000.0
 
     def _key(self, task_id: str) -> int:
         return task_key(task_id)
@@ -145,15 +109,23 @@ class NodeQueues(Queues):
     def _time(self, stamp: str) -> float:
         return micros(stamp, self.clock)
 
-    def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
+    def start(
+        self,
+        task_id: str,
+        begun: str,
+        ended: str | None,
+        attempt: int | None,
+        idle_from: str | None = None,
+    ) -> None:
         key = task_key(task_id)
         if attempt:
             self.retried.add(key)
         elif begun and key not in self.first_starts:
             self.first_starts[key] = micros(begun, self.clock)
+            self.first_idle[key] = micros(idle_from or begun, self.clock)
         if ended:
             when = micros(ended, self.clock)
-            if when > self.last_ends.get(key, _NONE):
+            if when > self.last_ends.get(key, NONE):
                 self.last_ends[key] = when
 
     def here(self, failed: set[int]) -> dict[str, Any]:
@@ -165,11 +137,12 @@ class NodeQueues(Queues):
         again elsewhere waits for :meth:`split`, with the other halves.
         """
         waits: dict[str, list[float]] = {}
+        idled: dict[str, list[float]] = {}  # in queue while the worker that ran it idled
         first: dict[str, int] = {}
         actors: list[tuple[str, float]] = []
         lines = self.lines
         left: dict[int, Record] = {}
-        starts, ends = self.first_starts, self.last_ends
+        starts, ends, idle = self.first_starts, self.last_ends, self.first_idle
         sites: dict[str, int] = {}  # the driver's lines: each one's first submission here
         called: dict[str, dict[str, int]] = {}  # the driver's lines: their calls by function
         for key, row in self.records.items():
@@ -181,14 +154,16 @@ class NodeQueues(Queues):
             if begun is None:
                 left[key] = row
                 continue
-            when, function, site, _, index, actor, by_driver = row
+            when, function, site, _, index, actor, by_driver, with_args = row
             waited = max(from_micros(begun) - from_micros(when), 0.0)
             if function not in waits:
                 waits[function], first[function] = [], index
             waits[function].append(waited)
+            if not actor and not with_args:  # see Queues.results
+                idled.setdefault(function, []).append(idled_s(when, begun, idle.get(key, begun)))
             if actor:
                 actors.append(
-                    (actor, _behind(when, begun, self.before.get(key), self.ready.get(actor)))
+                    (actor, behind_micros(when, begun, self.before.get(key), self.ready.get(actor)))
                 )
             if by_driver and site:
                 ended = ends.get(key)
@@ -199,24 +174,27 @@ class NodeQueues(Queues):
                     lines.add(site, when, ended)
         self.joined_here = set(self.records) - set(left)
         self.records = left
-        for when, _, site, _, index, _, by_driver in left.values():
+        for when, _, site, _, index, _, by_driver, _ in left.values():
             if by_driver and site:  # its end (if any) is wherever it ran: sent back here
                 self.waiting[index] = (site, when)
         return {
             "count": len(self.records) + len(self.joined_here),
             "waits": {function: pack_floats(values) for function, values in waits.items()},
+            "backlog": {function: pack_floats(values) for function, values in idled.items()},
             "first": first,
             "actors": _actors(actors),
             "sites": sites,
             "called": called,
             "stuck": list(self.stuck.values()),
             "killed": sorted(self.killed),  # force-cancelled tasks: their calls' cause
+            "made": self.made,  # the actors created here: async, max_concurrency
+            "by_value": self.by_value.summary(),  # large arguments and functions
         }
 
     def ends(self, answers: list[tuple[bytes, bytes]], shared: list[str]) -> dict[str, Any]:
         """The driver's lines read here, with the ends the nodes sent back (see :func:`join`).
 
-        Returns each line's loop (``queues.loops_of``: a line whose calls were each
+        Returns each line's loop (``flights.loops_of``: a line whose calls were each
         submitted after the one before ended), and for ``shared`` lines (submitted from
         several nodes) its calls, packed, for the caller to judge whole.
         """
@@ -224,7 +202,7 @@ class NodeQueues(Queues):
         for indexes, ends in answers:
             for index, end in zip(unpack_ints(indexes), unpack_ints(ends), strict=True):
                 site, when = self.waiting[index]
-                lines.add(site, when, None if end == _NONE else end)
+                lines.add(site, when, None if end == NONE else end)
         mine = [site for site in lines.calls if site not in shared]
         return {
             "loops": loops_of({site: lines.unpacked(site) for site in mine}),
@@ -248,15 +226,16 @@ class NodeQueues(Queues):
         deferred: list[list[tuple[int, Record, int | None]]] = [[] for _ in range(parts)]
         for item in self.deferred:
             deferred[item[0] % parts].append(item)
-        halves: list[list[tuple[int, int, int]]] = [[] for _ in range(parts)]
+        halves: list[list[tuple[int, int, int, int]]] = [[] for _ in range(parts)]
         for key in dict.fromkeys([*self.first_starts, *self.last_ends]):
             if key not in self.joined_here:  # submitted elsewhere, or retried here
-                start = self.first_starts.get(key, _NONE)
-                halves[key % parts].append((key, start, self.last_ends.get(key, _NONE)))
-        before: list[list[tuple[int, int]]] = [[] for _ in range(parts)]
-        for key, end in self.before.items():
+                start = self.first_starts.get(key, NONE)
+                idle = self.first_idle.get(key, start)
+                halves[key % parts].append((key, start, self.last_ends.get(key, NONE), idle))
+        before: list[list[tuple[int, int, int]]] = [[] for _ in range(parts)]
+        for key, (end, since) in self.before.items():
             if key not in self.joined_here:
-                before[key % parts].append((key, int(end)))
+                before[key % parts].append((key, int(end), int(since)))
         return [
             _part(offset, rows[j], deferred[j], halves[j], (self.ready, before[j]))
             for j in range(parts)
@@ -267,8 +246,8 @@ def _part(
     offset: int,
     rows: list[tuple[int, Record]],
     deferred: list[tuple[int, Record, int | None]],
-    halves: list[tuple[int, int, int]],
-    actors: tuple[dict[str, list[float]], list[tuple[int, int]]],
+    halves: list[tuple[int, int, int, int]],
+    actors: tuple[dict[str, list[float]], list[tuple[int, int, int]]],
 ) -> dict[str, Any]:
     ready, before = actors
     everything = [row for _, row in rows] + [row for _, row, _ in deferred]
@@ -284,48 +263,46 @@ def _part(
         "index": pack_ints([row[4] for _, row in rows]),
         "actors": pack_ints([number[row[5]] for _, row in rows]),
         "by_driver": pack_ints([int(row[6]) for _, row in rows]),
+        "with_args": pack_ints([int(row[7]) for _, row in rows]),
         "deferred": pack_keys([key for key, _, _ in deferred]),
         "deferred_rows": pack_ints(  # each one's index, and its task's last end here
             [
                 value
                 for _, row, ended in deferred
-                for value in (row[4], _NONE if ended is None else ended)
+                for value in (row[4], NONE if ended is None else ended)
             ]
         ),
-        "start_keys": pack_keys([key for key, _, _ in halves]),
-        "start_stamps": pack_ints([start for _, start, _ in halves]),
-        "end_stamps": pack_ints([end for _, _, end in halves]),
+        "start_keys": pack_keys([key for key, _, _, _ in halves]),
+        "start_stamps": pack_ints([start for _, start, _, _ in halves]),
+        "end_stamps": pack_ints([end for _, _, end, _ in halves]),
+        "start_idle": pack_ints([idle for _, _, _, idle in halves]),  # its worker idle since
         "ready": ready,  # the ends of the __init__ of the actors that ran here (a few each)
-        # Each method call's actor's last end when it started (queues.behind), by task.
-        "before_keys": pack_keys([key for key, _ in before]),
-        "before_stamps": pack_ints([end for _, end in before]),
+        # Each method call's actor's last end when it started, and since when it had been
+        # busy then (flights.behind), by task.
+        "before_keys": pack_keys([key for key, _, _ in before]),
+        "before_stamps": pack_ints([end for _, end, _ in before]),
+        "before_since": pack_ints([since for _, _, since in before]),
     }
 
 
-def _actor_times(parts: list[dict[str, Any]]) -> tuple[dict[str, list[float]], dict[int, int]]:
+def _actor_times(
+    parts: list[dict[str, Any]],
+) -> tuple[dict[str, list[float]], dict[int, tuple[int, int]]]:
     """The ends of every actor's ``__init__``, and each method's call's actor's last end.
 
-    The latter as it was when the call started, from the parts of every node (see
-    :func:`queues.behind`).
+    The latter as it was when the call started, with the start of the stretch the actor
+    had been busy for then, from the parts of every node (see :func:`flights.behind`).
     """
     ready: dict[str, list[float]] = {}
-    before: dict[int, int] = {}
+    before: dict[int, tuple[int, int]] = {}
     for part in parts:
         for actor, ends in part["ready"].items():
             ready.setdefault(actor, []).extend(ends)
-        before.update(
-            zip(unpack_keys(part["before_keys"]), unpack_ints(part["before_stamps"]), strict=True)
+        times = zip(
+            unpack_ints(part["before_stamps"]), unpack_ints(part["before_since"]), strict=True
         )
+        before.update(zip(unpack_keys(part["before_keys"]), times, strict=True))
     return ready, before
-
-
-def _behind(submitted: int, begun: int, before: float | None, ready: list[float] | None) -> float:
-    """:func:`queues.behind` of whole microseconds, as the same floats it is given there."""
-    if before is None:
-        return 0.0
-    created = int(max((end for end in ready or () if end <= begun), default=0))
-    since, until = max(submitted, created), min(begun, int(before))
-    return max(from_micros(until) - from_micros(since), 0.0)
 
 
 def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes, bytes]]]:
@@ -339,18 +316,20 @@ def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes,
     that joined here, by their index there (:meth:`NodeQueues.ends`: node to node).
     """
     started: dict[int, int] = {}
+    idle: dict[int, int] = {}
     ended: dict[int, int] = {}
     for part in parts:
-        for key, start, end in zip(
+        for key, start, end, since in zip(
             unpack_keys(part["start_keys"]), unpack_ints(part["start_stamps"]),
-            unpack_ints(part["end_stamps"]), strict=True,
+            unpack_ints(part["end_stamps"]), unpack_ints(part["start_idle"]), strict=True,
         ):  # fmt: skip
-            if start != _NONE:
-                started.setdefault(key, start)
-            if end > ended.get(key, _NONE):
+            if start != NONE and key not in started:
+                started[key], idle[key] = start, since
+            if end > ended.get(key, NONE):
                 ended[key] = end
     ready, before = _actor_times(parts)
     waits: dict[str, list[float]] = {}
+    backlog: dict[str, list[float]] = {}
     first: dict[str, int] = {}
     actors: list[tuple[str, float]] = []
     never: list[dict[str, Any]] = []
@@ -359,16 +338,16 @@ def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes,
     for rank, part in enumerate(parts):
         offset, names = part["offset"], part["names"]
         indexes, ends = [], []
-        for key, stamp, function, site, index, actor, by_driver in zip(
+        for key, stamp, function, site, index, actor, by_driver, with_args in zip(
             unpack_keys(part["keys"]), unpack_ints(part["stamps"]),
             unpack_ints(part["functions"]), unpack_ints(part["sites"]),
             unpack_ints(part["index"]), unpack_ints(part["actors"]),
-            unpack_ints(part["by_driver"]), strict=True,
+            unpack_ints(part["by_driver"]), unpack_ints(part["with_args"]), strict=True,
         ):  # fmt: skip
             order = offset + index
             if by_driver and names[site]:
                 indexes.append(index)
-                ends.append(ended.get(key, _NONE))
+                ends.append(ended.get(key, NONE))
             begun = started.get(key)
             if begun is None:
                 count += 1
@@ -379,17 +358,20 @@ def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes,
                 continue
             name, waited = names[function], max(from_micros(begun) - from_micros(stamp), 0.0)
             waits.setdefault(name, []).append(waited)
+            if not names[actor] and not with_args:  # see Queues.results
+                backlog.setdefault(name, []).append(idled_s(stamp, begun, idle[key]))
             first[name] = min(first.get(name, order), order)
             if names[actor]:
-                waited = _behind(stamp, begun, before.get(key), ready.get(names[actor]))
+                waited = behind_micros(stamp, begun, before.get(key), ready.get(names[actor]))
                 actors.append((names[actor], waited))
         values = unpack_ints(part["deferred_rows"])
         for key, at in zip(unpack_keys(part["deferred"]), range(0, len(values), 2), strict=True):
             indexes.append(values[at])
-            ends.append(max(values[at + 1], ended.get(key, _NONE)))
+            ends.append(max(values[at + 1], ended.get(key, NONE)))
         back.append((pack_ints(indexes), pack_ints(ends)))
     return {
         "waits": {name: pack_floats(values) for name, values in waits.items()},
+        "backlog": {name: pack_floats(values) for name, values in backlog.items()},
         "first": first,
         "actors": _actors(actors),
         "never": never,

@@ -22,18 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit._output.schema import Call, Stuck
+from raytrace_kit._reports.blocked import BlockedLoops
 from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.driver import LONG_WAITS, DriverRecord, Site, Waited
-from raytrace_kit._reports.joins import KEEP_TASK_IDS, unpack_lines
+from raytrace_kit._reports.flights import flights, loops_of
+from raytrace_kit._reports.fold import tally_of
+from raytrace_kit._reports.joins import KEEP_TASK_IDS
 from raytrace_kit._reports.lanes import LANES_DRAWN, Lane
+from raytrace_kit._reports.micros import unpack_lines
 from raytrace_kit._reports.names import CallNames
-from raytrace_kit._reports.packing import unpack_floats, unpack_ints, unpack_keys
+from raytrace_kit._reports.packing import unpack_floats, unpack_ints
 from raytrace_kit._reports.partial import LANE_AS_IS
-from raytrace_kit._reports.queues import MAX_LISTED, Queues, flights, loops_of
+from raytrace_kit._reports.queues import MAX_LISTED, Queues
 from raytrace_kit._reports.report import RayLogs, Report, finish
-from raytrace_kit._reports.rules import SERIAL_MIN_CHILDREN
-from raytrace_kit._reports.tally import MAX_LISTED as LISTED
-from raytrace_kit._reports.tally import ActorRun, Function, Tally
 
 __all__ = ["Ask", "cluster_report"]
 
@@ -60,7 +61,7 @@ def cluster_report(
         "ends", [([joins[j]["back"][i] for j in range(nodes)], shared) for i in range(nodes)]
     )
     loops = _loops(lined, first, shared)
-    tally = _tally(partials, since, until)
+    tally = tally_of(partials, since, until)
     tally.waited = _waited(waits, partials) if waits else None
     candidates = list(tally.children)
     chosen = _chosen_lanes(partials)
@@ -86,12 +87,17 @@ def cluster_report(
         row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
     flown = flights(
         found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get,
-        loops, found["actors"], called=found["called"],
+        loops, found["actors"], called=found["called"], made=found["made"],
+        backlog=found["backlog"],
     )  # fmt: skip
     files = sum(answer["files"] for answer in prepared)
     queues = Queues(joined=joined)
     queues.killed = {task for part in queued for task in part["killed"]}
-    return finish(tally, driver, queues, flown, ray_logs, source=source, files=files)
+    queues.by_value.add(part["by_value"] for part in queued)  # large data passed by value
+    blocked = BlockedLoops.merged(part["blocked"] for part in partials)
+    return finish(
+        tally, driver, queues, flown, ray_logs, source=source, files=files, blocked=blocked
+    )
 
 
 def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, int], list[str]]:
@@ -108,7 +114,7 @@ def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, 
 def _loops(
     lined: list[dict[str, Any]], first: dict[str, int], shared: list[str]
 ) -> list[dict[str, Any]]:
-    """The driver's ray.get loops by line, as ``queues.loops_of`` finds them in one place.
+    """The driver's ray.get loops by line, as ``flights.loops_of`` finds them in one place.
 
     Each node judged the lines submitted from it alone; a line submitted from several
     nodes is judged here, from all its calls.
@@ -160,106 +166,6 @@ def _drivers(records: list[DriverRecord]) -> DriverRecord:
                 heapq.heappushpop(merged.long_waits, entry)
         merged.blocked_s += record.blocked_s
         merged.waits += record.waits
-    return merged
-
-
-def _tally(partials: list[dict[str, Any]], since: str | None, until: str | None) -> Tally:
-    """The nodes' tallies as one, each node's taken whole, in order."""
-    tally = Tally(since, until)
-    for part in partials:
-        calls, failed, interrupted, retried, processes, busy = part["counts"]
-        tally.calls += calls
-        tally.failed += failed
-        tally.interrupted_count += interrupted
-        tally.retried += retried
-        tally.processes += processes
-        tally.busy += busy
-        tally.nodes.update(part["nodes"])
-        tally.first, tally.last = min(tally.first, part["first"]), max(tally.last, part["last"])
-        tally.busiest = max(tally.busiest, tuple(part["busiest"]))
-        _failures(tally, part["failures"])
-        tally.failed_tasks.update(f"{key:016x}" for key in unpack_keys(part["failed_tasks"]))
-        tally.recovered.update(f"{key:016x}" for key in unpack_keys(part["recovered"]))
-        room = LISTED - len(tally.interrupted)
-        tally.interrupted.extend(part["interrupted"][: max(room, 0)])
-        _functions(tally, part["functions"])
-        _actors(tally, part["actors"])
-        tally.leaks.extend(part["leaks"])
-        tally.stuck_status.update(part["stuck_status"])
-    tally.children = _children(partials)
-    return tally
-
-
-def _failures(tally: Tally, groups: list[dict[str, Any]]) -> None:
-    for group in groups:
-        key = (group["function"], group["error_type"])
-        known = tally.failures.get(key)
-        if known is None:
-            tally.failures[key] = {**group, "task_ids": list(group["task_ids"])}
-            continue
-        known["count"] += group["count"]
-        known["first"] = min(known["first"], group["first"])
-        if group["last"] >= known["last"]:  # ties: the later read wins, as in one pass
-            known["last"], known["traceback"] = group["last"], group["traceback"]
-        known["task_ids"].extend(group["task_ids"][: max(LISTED - len(known["task_ids"]), 0)])
-        known["nodes"] |= group["nodes"]
-
-
-def _functions(tally: Tally, functions: dict[str, tuple[Any, ...]]) -> None:
-    for name, (durations, slowest, start, growth, private, retries, task) in functions.items():
-        aggregate = tally.functions.get(name)
-        if aggregate is None:
-            aggregate = tally.functions[name] = Function()
-        aggregate.durations.extend(unpack_floats(durations))
-        known: Call | None = aggregate.slowest
-        if slowest is not None and (
-            known is None or (slowest.duration_s or 0.0) > (known.duration_s or 0.0)
-        ):
-            aggregate.slowest, aggregate.slowest_start = slowest, start
-        if growth is not None and (aggregate.growth is None or growth > aggregate.growth):
-            aggregate.growth = growth
-        if private is not None and (aggregate.private is None or private > aggregate.private):
-            aggregate.private = private
-        aggregate.retries += retries
-        aggregate.task = aggregate.task or task
-
-
-def _actors(tally: Tally, actors: dict[str, tuple[Any, ...]]) -> None:
-    """Each actor's run, continued where another node's left off (a restarted actor)."""
-    for actor, (function, calls, busy, gaps, first, last, overlapped) in actors.items():
-        run = tally.actors.get(actor)
-        if run is None:
-            run = tally.actors[actor] = ActorRun(function)
-            run.first, run.gaps = first, gaps
-        else:
-            gap = first - run.last
-            run.overlapped = run.overlapped or gap < -1e-3
-            run.gaps += max(gap, 0.0) + gaps
-        run.calls += calls
-        run.busy += busy
-        run.last = max(run.last, last)
-        run.overlapped = run.overlapped or overlapped
-
-
-def _children(partials: list[dict[str, Any]]) -> dict[str, array[float]]:
-    """The parents that may have waited on their children one at a time, with all spans.
-
-    A parent whose children overlapped on some node did not; one with fewer children
-    than the rule asks is not named: both are left out, as the rule would leave them.
-    """
-    kids: Counter[str] = Counter()
-    overlapped: set[str] = set()
-    for part in partials:
-        for parent, (count, spans) in part["children"].items():
-            kids[parent] += count
-            if spans is None:
-                overlapped.add(parent)
-    wanted = {p for p, n in kids.items() if n >= SERIAL_MIN_CHILDREN and p not in overlapped}
-    merged: dict[str, array[float]] = {}
-    for part in partials:
-        for parent, (_, spans) in part["children"].items():
-            if parent in wanted:
-                merged.setdefault(parent, array("d")).extend(unpack_floats(spans))
     return merged
 
 
@@ -349,17 +255,21 @@ def _flights(
     And the submissions whose task ids a report lists (by node, their index there).
     """
     waits: dict[str, array[float]] = {}
+    backlog: dict[str, array[float]] = {}  # of calls submitted once their process was up
     first: dict[str, int] = {}
     actors: dict[str, tuple[int, float]] = {}
     stuck: dict[str, Stuck] = {}
     never: list[dict[str, Any]] = []
     called: dict[str, Counter[str]] = {}  # the driver's lines: their calls by function
+    made: dict[str, dict[str, Any]] = {}  # each actor, as its creation's record says
 
     def take(answer: dict[str, Any], offset: int) -> None:
         for function, packed in answer["waits"].items():
             waits.setdefault(function, array("d")).extend(unpack_floats(packed))
             at = offset + answer["first"][function]
             first[function] = min(first.get(function, at), at)
+        for function, packed in answer["backlog"].items():
+            backlog.setdefault(function, array("d")).extend(unpack_floats(packed))
         for actor, (count, longest) in answer["actors"].items():
             known = actors.get(actor, (0, 0.0))
             actors[actor] = (known[0] + count, max(known[1], longest))
@@ -369,6 +279,7 @@ def _flights(
         take(part, offset)
         for site, functions in part["called"].items():  # each submission is read on one node
             called.setdefault(site, Counter()).update(functions)
+        made.update(part["made"])
         for event in part["stuck"]:
             if event.call_id in stuck or len(stuck) < MAX_LISTED:
                 stuck[event.call_id] = event
@@ -389,4 +300,6 @@ def _flights(
         "stuck": stuck.values(),
         "actors": actors,
         "called": called,
+        "made": made,
+        "backlog": backlog,
     }, kept

@@ -27,6 +27,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+from raytrace_kit._reports.blocked import BlockedLoops, each
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls
 from raytrace_kit._reports.deaths import find_ray_logs, worker_deaths
 from raytrace_kit._reports.driver import DRIVER_GLOB, Waited, read_driver
@@ -110,9 +111,10 @@ class NodeReport:
         queues = self._queues = NodeQueues(joined=joined, since=since, until=until)
         waited = _ByKey({key: None for wait in waits for key in wait}) if waits else None
         tally = Tally(since, until, waited=waited, queues=queues)
-        line = StartLine()
+        line, blocked = StartLine(), BlockedLoops(since, until)
+        others = each(queues.line, blocked.line)
         for files in distinct_processes(self.files):
-            tally.process(iter_calls(files, line, queues.line), line)
+            tally.process(iter_calls(files, line, others), line)
         tally.names.pack()
         self._tally = tally
         return {
@@ -168,6 +170,7 @@ class NodeReport:
             "waits": [_wait_summary(waited, wait) for wait in waits] if waited else [],
             "queues": queues.here({task_key(task) for task in tally.failed_tasks}),
             "stuck_status": tally.stuck_status,
+            "blocked": blocked.to_dict(),
         }
 
     def split(self, offset: int, parts: int) -> list[dict[str, Any]]:

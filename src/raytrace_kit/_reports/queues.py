@@ -11,17 +11,16 @@ first); the last stuck event of each call.
 
 from __future__ import annotations
 
-import itertools
 import mmap
-import statistics
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from raytrace_kit._output.schema import Stuck
+from raytrace_kit._reports.by_value import ByValue
 from raytrace_kit._reports.columns import (
     Clock,
     Stamps,
@@ -32,22 +31,21 @@ from raytrace_kit._reports.columns import (
     joined,
 )
 from raytrace_kit._reports.finding import Finding, loop_title, most_first
+from raytrace_kit._reports.flights import LOOP_MIN, behind, flights
 
 __all__ = [
     "MAX_LISTED",
     "QUEUE_FINDING_S",
     "Queues",
-    "behind",
-    "flights",
+    "has_arg_refs",
     "has_submissions",
-    "loops_of",
 ]
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
 KEEP_TASK_IDS = 4 * MAX_LISTED  # submissions whose task id a report keeps (the first read)
 QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
-QUEUE_FINDING_RATIO = 2.0  # ...and longer than this many times they run: a finding
-LOOP_MIN = 5  # calls of one line of the driver, each after the one before ended: a loop
+QUEUE_FINDING_RATIO = 2.0  # ...and longer than this many times they run: a finding...
+QUEUE_MIN_CALLS = 5  # ...counting only the wait while their worker idled, over this many
 _STUCK = msgspec.json.Decoder(Stuck).decode
 
 
@@ -57,6 +55,18 @@ class _Cancel(msgspec.Struct, gc=False):
 
 
 _CANCEL = msgspec.json.Decoder(_Cancel).decode
+
+
+class _Made(msgspec.Struct, gc=False):
+    """What an actor's creation record says of how it runs its calls."""
+
+    actor_id: str | None = None
+    max_concurrency: int | None = None
+    is_async: bool | None = msgspec.field(default=None, name="async")
+
+
+_MADE = msgspec.json.Decoder(_Made).decode
+BUSY_GAP_S = 0.1  # an actor idle longer than this between two calls: a new busy stretch
 
 
 _HEAD = 256 * 1024  # a submitting process writes its first records early: looked at first
@@ -85,6 +95,12 @@ def has_submissions(files: list[Path]) -> bool:
 
 
 _SUBMIT_MARK = b'"event":"call.submit"'
+_ARG_REFS = b'"arg_task_ids":["'
+
+
+def has_arg_refs(raw: bytes) -> bool:
+    """Whether a ``call.submit`` names calls that make its argument refs (a byte search)."""
+    return _ARG_REFS in raw
 
 
 class Queues:
@@ -108,10 +124,12 @@ class Queues:
         self.submit_stamps = Stamps()
         self.submit_names = array("q")  # three per row
         self.by_driver = bytearray()
+        self.with_args = bytearray()  # whether its arguments include refs (has_arg_refs)
         self.first_task_ids: dict[str, None] = {}  # the first tasks' ids (a report lists a few)
         self.names: dict[str, int] = {}  # each function, site, actor, numbered once
         self.start_keys = array("q")  # each task's first attempt's start(s)
         self.start_stamps = Stamps()
+        self.start_idle = Stamps()  # ...and since when its process idled (its last end)
         self.end_keys = array("q")  # every attempt's end: a task's last, for a loop's calls
         self.end_stamps = Stamps()
         self.stuck: dict[str, Stuck] = {}
@@ -119,7 +137,11 @@ class Queues:
         self.killed: set[str] = set()  # tasks ray.cancel(force=True) ended: their workers
         self.ready: dict[str, list[float]] = {}  # actor -> the ends of its __init__ calls
         self.actor_last: dict[str, float] = {}  # actor -> its last call's end, as read
-        self.before: dict[int, float] = {}  # method task -> its actor's last end at its start
+        # Method task -> its actor's last end at its start, and since when it was busy then.
+        self.before: dict[int, tuple[float, float]] = {}
+        self.busy_since: dict[str, float] = {}  # actor -> its current busy stretch's start
+        self.made: dict[str, dict[str, Any]] = {}  # actor -> async, max_concurrency (made)
+        self.by_value = ByValue()  # large arguments and functions (see .by_value)
 
     def line(self, raw: bytes) -> None:
         """Take one ``call.submit`` or ``call.stuck`` line (``iter_calls``' others)."""
@@ -131,6 +153,10 @@ class Queues:
                     self.until is not None and stamp >= self.until
                 ):
                     return
+                if record.large_args or record.code_bytes:
+                    self.by_value.take(record, raw)
+                if record.kind == "actor_init":
+                    self.take_made(raw)
                 task = record.task_id
                 if task and stamp and self.submit_stamps.add(stamp):
                     if len(self.first_task_ids) < KEEP_TASK_IDS:  # the first tasks read
@@ -145,6 +171,7 @@ class Queues:
                         if record.kind == "actor_method" and record.actor_id else -1,
                     ))  # fmt: skip
                     self.by_driver.append(record.parent_call_id is None)
+                    self.with_args.append(has_arg_refs(raw))
             elif b'"event":"call.stuck"' in raw[:120]:
                 event = _STUCK(raw)
                 if event.call_id in self.stuck or len(self.stuck) < MAX_LISTED:
@@ -156,6 +183,17 @@ class Queues:
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass  # a line cut short by a killed process
 
+    def take_made(self, raw: bytes) -> None:
+        """An actor's creation record: whether its methods are async, how many run at once."""
+        try:
+            made = _MADE(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # another writer's record, of other types: how it runs is not known
+        if made.actor_id:
+            self.made[made.actor_id] = {
+                "async": made.is_async, "max_concurrency": made.max_concurrency,
+            }  # fmt: skip
+
     def _number(self, name: str) -> int:
         """A name's number (the first name is 0: ``names.get(...) or`` lands here for it)."""
         found = self.names.get(name)
@@ -163,25 +201,58 @@ class Queues:
             found = self.names[name] = len(self.names)
         return found
 
-    def start(self, task_id: str, begun: str, ended: str | None, attempt: int | None) -> None:
-        """A call's first attempt's start (the queue ends there), and its task's last end."""
+    def start(
+        self,
+        task_id: str,
+        begun: str,
+        ended: str | None,
+        attempt: int | None,
+        idle_from: str | None = None,
+    ) -> None:
+        """A call's first attempt's start (the queue ends there), and its task's last end.
+
+        ``idle_from``: the end of the call its process ran before it (``None`` for its
+        first: the process was starting): from then until this call's start, the worker
+        that ran it sat idle.
+        """
         key = hash(task_id)
         if not attempt and begun and self.start_stamps.add(begun):
             self.start_keys.append(key)
+            if not (idle_from and self.start_idle.add(idle_from)):
+                self.start_idle.add(begun)  # its process's first call: no idle time
         if ended and self.end_stamps.add(ended):
             self.end_keys.append(key)
 
-    def actor_call(
-        self, actor_id: str, task_id: str, kind: str | None, attempt: int | None, ended: str | None
+    def actor_call(  # noqa: PLR0917 -- a call's fields, on the report's hot path
+        self,
+        actor_id: str,
+        task_id: str,
+        kind: str | None,
+        attempt: int | None,
+        begun: str,
+        ended: str | None,
     ) -> None:
-        """A call of an actor, in the order its process ran them (see :func:`behind`)."""
+        """A call of an actor, in the order its process ran them (see :func:`behind`).
+
+        Kept for each method call: the actor's last end when it started, and the start of
+        the stretch the actor had been busy for then (calls with gaps under
+        :data:`BUSY_GAP_S`): a call waited behind the others only while they ran.
+        """
         last = self.actor_last
-        if kind == "actor_method" and not attempt and actor_id in last:
-            self.before.setdefault(self._key(task_id), last[actor_id])
+        known = last.get(actor_id)
+        if kind == "actor_method" and not attempt and known is not None:
+            since = self.busy_since.get(actor_id, known)
+            self.before.setdefault(self._key(task_id), (known, since))
+        if begun:
+            start = self._time(begun)
+            if known is None or start - known > BUSY_GAP_S * self._PER_SECOND:
+                self.busy_since[actor_id] = start  # it was idle: a new busy stretch
         if ended:
             when = last[actor_id] = self._time(ended)
             if kind == "actor_init":
                 self.ready.setdefault(actor_id, []).append(when)
+
+    _PER_SECOND = 1.0  # a second in these tables' unit (see _time)
 
     def _key(self, task_id: str) -> int:
         """A task's key in these tables (:class:`joins.NodeQueues`: alike in every process)."""
@@ -197,7 +268,7 @@ class Queues:
         ``ended`` gives a call's status by its id (``None`` if it never ended).
         """
         if not self.submit_keys:
-            return flights({}, [], 0, self.stuck.values(), ended, [], {})
+            return flights({}, [], 0, self.stuck.values(), ended, [], {}, made=self.made)
         import numpy  # noqa: PLC0415 -- only for a session with submissions (150 ms)
 
         keys = numpy.frombuffer(self.submit_keys, dtype=numpy.int64)
@@ -208,14 +279,27 @@ class Queues:
         function, site, actor = named[:, 0], named[:, 1], named[:, 2]
         driver = numpy.frombuffer(self.by_driver, dtype=numpy.uint8)[rows].astype(bool)
         begun = joined(numpy, keys, self.start_keys, self.start_stamps, last=False)
+        idle = joined(numpy, keys, self.start_keys, self.start_idle, last=False)  # begun's
         ends = joined(numpy, keys, self.end_keys, self.end_stamps, last=True)
         names = list(self.names)
         started = ~numpy.isnan(begun)
         # Time in queue: each function's, in the order the functions were first started.
-        waited = numpy.where(begun > when, begun - when, 0.0)[started]
+        waiting = numpy.where(begun > when, begun - when, 0.0)
         waits = {
             names[number]: values
-            for number, values in grouped(numpy, function[started], waited).items()
+            for number, values in grouped(numpy, function[started], waiting[started]).items()
+        }
+        # Time in queue while the worker that ran the call idled (from its last call's end,
+        # or the submission, to the start): the wait no call ahead explains, no start-up
+        # either. Not an actor's (its queue is the serializing rule's, behind its calls
+        # while they ran), nor one whose arguments were refs (it waited for those first).
+        inputs = numpy.frombuffer(self.with_args, dtype=numpy.uint8)[rows].astype(bool)
+        counted = started & (actor < 0) & ~inputs
+        since = numpy.maximum(when, idle)
+        idled = numpy.where(begun > since, begun - since, 0.0)
+        backlog = {
+            names[number]: values
+            for number, values in grouped(numpy, function[counted], idled[counted]).items()
         }
         ids = list(self.first_task_ids)  # the n-th is the n-th row's: both first reads
         never = [
@@ -237,7 +321,7 @@ class Queues:
         longest = {name: (len(values), max(values)) for name, values in actors.items()}
         return flights(
             waits, never, int((~started).sum()), self.stuck.values(), ended, loops, longest,
-            called=called,
+            called=called, made=self.made, backlog=backlog,
         )  # fmt: skip
 
     def findings(
@@ -265,18 +349,23 @@ class Queues:
             ))  # fmt: skip
         for row in found["queued"]:
             ran = durations.get(row["function"])
-            wait = row["p50_s"]
-            if ran is None or wait < QUEUE_FINDING_S or wait < QUEUE_FINDING_RATIO * ran:
+            idled = found["backlog"].get(row["function"])
+            if ran is None or idled is None or idled["count"] < QUEUE_MIN_CALLS:
+                continue
+            wait = idled["p50_s"]  # no call ahead of it, no worker start-up explains it
+            if wait < QUEUE_FINDING_S or wait < QUEUE_FINDING_RATIO * ran:
                 continue
             made.append(Finding(
-                f"Calls waited in queue longer than they ran: {row['function']}",
-                f"{row['count']} calls waited {wait:.2f} s between .remote() and their start "
-                f"(median; up to {row['max_s']:.2f} s) and ran {ran:.2f} s (median): more "
-                "was submitted at once than there were CPUs (or actor slots) to run it",
-                "ask for fewer resources per call or add nodes if the queue is the CPUs; "
-                "for one actor running its calls one at a time, spread them over several "
-                "actors (ray.util.ActorPool) or let them overlap (async methods, "
-                "max_concurrency); raytrace-kit stuck shows a queue while it is there",
+                f"Calls waited in queue while their workers idled: {row['function']}",
+                f"{idled['count']} calls waited {wait:.2f} s (median; up to "
+                f"{idled['max_s']:.2f} s) after .remote() while the worker that then ran each "
+                f"one sat idle, and ran {ran:.2f} s (median): not behind other calls, not for "
+                "a worker to start, not for their arguments, so for something else the "
+                f"scheduler lacked (the median call waited {row['p50_s']:.2f} s in all)",
+                "check what the calls ask for against what is free (num_cpus, num_gpus, "
+                "memory, custom resources, a placement group's bundles): ask for less, or "
+                "add what is short; while calls wait, raytrace-kit stuck says what each "
+                "pending call waits for",
                 "queued", row["function"],
             ))  # fmt: skip
         if found["stuck"]:
@@ -294,106 +383,3 @@ class Queues:
                 "stuck_calls", first["function"],
             ))  # fmt: skip
         return made
-
-
-def behind(
-    submitted: float, begun: float, before: float | None, ready: list[float] | None
-) -> float:
-    """How long an actor's method call waited behind the actor's other calls.
-
-    From when it could have run (submitted, and the actor created: the last end of its
-    ``__init__`` before the call) until the call before it in the actor ended (``before``,
-    the actor's last end when this call started). A call submitted before its actor was
-    created waited for the creation first (a worker process to start, ``__init__`` to run);
-    a call submitted after the one before had ended waited for Ray to deliver it: neither
-    is waiting behind other calls. In seconds, or whole microseconds, as its arguments are.
-    """
-    if before is None:
-        return 0.0
-    created = max((end for end in ready or () if end <= begun), default=0.0)
-    return max(min(begun, before) - max(submitted, created), 0.0)
-
-
-def flights(  # noqa: PLR0917 -- one argument per part of the joined records
-    waits: Mapping[str, Sequence[float]],
-    never: list[dict[str, Any]],
-    never_count: int,
-    stuck: Iterable[Stuck],
-    ended: Callable[[str], str | None],
-    loops: list[dict[str, Any]],
-    actors: dict[str, tuple[int, float]],
-    *,
-    called: Mapping[str, Mapping[str, int]] | None = None,
-) -> dict[str, Any]:
-    """The report's in-flight sections from the joined records (see :meth:`Queues.results`).
-
-    ``waits``: each function's times in queue; ``never``: the first calls never started,
-    in the order their submissions were read; ``loops``: the driver's lines that are
-    ray.get loops (:func:`loops_of`); ``actors``: each actor's calls' count and longest
-    time in queue; ``called``: each line of the driver's code, its calls by function
-    (what a ray.get loop at that line waited on).
-    """
-    queued: list[dict[str, Any]] = []
-    for function, values in waits.items():
-        ordered = sorted(values)
-        queued.append({
-            "function": function, "count": len(ordered),
-            "p50_s": statistics.median(ordered),
-            "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-            "max_s": ordered[-1],
-        })  # fmt: skip
-    queued.sort(key=lambda row: -row["p50_s"])
-    never.sort(key=lambda row: row["submitted"])
-    rows = [_stuck_row(event, ended(event.call_id)) for event in stuck]
-    rows.sort(key=lambda row: row["timestamp"])
-    longest = {actor: most for actor, (count, most) in actors.items() if count >= LOOP_MIN}
-    return {"queued": queued, "never_started": never, "never_started_count": never_count,
-            "stuck": rows, "loops": loops, "actor_queues": longest,
-            "called": dict(called or {})}  # fmt: skip
-
-
-def loops_of(sites: dict[str, list[tuple[float, float | None]]]) -> list[dict[str, Any]]:
-    """Lines of the driver whose calls were each submitted after the one before ended.
-
-    What ``for x in xs: ray.get(f.remote(x))`` leaves: its calls ran one at a time, each
-    waited on by the driver before it submitted the next.
-    """
-    found: list[dict[str, Any]] = []
-    for site, calls in sites.items():
-        if len(calls) < LOOP_MIN:
-            continue
-        calls.sort(key=_submitted_then_ended)  # not by the tuples: None < float raises
-        serial = sum(
-            1
-            for (_, ended), (next_submitted, _) in itertools.pairwise(calls)
-            if ended is not None and ended <= next_submitted
-        )
-        if serial >= LOOP_MIN - 1 and 2 * serial >= len(calls):
-            found.append({"site": site, "calls": len(calls), "serial": serial})
-    found.sort(key=lambda row: -row["serial"])
-    return found
-
-
-def _submitted_then_ended(call: tuple[float, float | None]) -> tuple[float, float]:
-    """A line's call in order: submitted, then its end, a call that never ended first.
-
-    Two calls of one line can carry the same stamp (a coarse clock, a tight loop); a
-    never-ended call sorts before an ended one then, as ``joins`` packs them (-1).
-    """
-    when, ended = call
-    return (when, -1.0 if ended is None else ended)
-
-
-def _stuck_row(event: Stuck, status: str | None) -> dict[str, Any]:
-    stack = event.stack
-    where = f"{stack[-1][0]}:{stack[-1][1]}" if stack and len(stack[-1]) > 1 else None
-    waiting = event.waiting_on or {}
-    outcome = {None: "never ended: killed, or still running", "interrupted": "its process died"}
-    return {
-        "function": event.function, "call_id": event.call_id, "task_id": event.task_id,
-        "node_id": event.node_id, "pid": event.pid, "timestamp": event.timestamp,
-        "running_s": event.running_s, "reports": event.report, "where": where,
-        "stack": stack, "waiting_in": waiting.get("what"),
-        "waiting_on": waiting.get("task_ids") or [],
-        "outcome": outcome.get(status, f"it ended later ({status})"),
-    }  # fmt: skip

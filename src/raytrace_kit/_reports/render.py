@@ -12,8 +12,9 @@ import os
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._html import card, cell_name, cell_traceback, page, pre, table
+from raytrace_kit._html import card, cell_name, page, pre, table
 from raytrace_kit._reports.charts import pictures
+from raytrace_kit._reports.frame_locals import traceback_with_locals
 
 if TYPE_CHECKING:
     from raytrace_kit._reports.report import Report
@@ -92,8 +93,9 @@ def stack_text(stack: list[list[Any]], frames: int = 12) -> str:
     return "\n".join(lines)
 
 
-def _shown(trace: str) -> str:
-    trace = cell_traceback(trace)
+def _shown(trace: str, frames_locals: list[Any] | None = None) -> str:
+    """A traceback as the report shows it: its frames' locals under them, its last lines."""
+    trace = traceback_with_locals(trace, frames_locals)
     lines = [
         line if len(line) <= _LINE_CHARS else line[: _LINE_CHARS - 3] + "..."
         for line in trace.rstrip().splitlines()
@@ -177,7 +179,10 @@ def _top(title: str, shown: int, of: int | None) -> str:
 
 def _tracebacks(report: Report) -> list[tuple[str, str]]:
     return [
-        (f"{f['function']} ({f['error_type']}), the latest:", _shown(f["traceback"]))
+        (
+            f"{f['function']} ({f['error_type']}), the latest:",
+            _shown(f["traceback"], f.get("frames_locals")),
+        )
         for f in report.failures
         if f["traceback"]
     ]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raytrace_kit._reports import render, rules
+from raytrace_kit._reports.blocked import BlockedLoops, each, explained
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls
 from raytrace_kit._reports.deaths import (
     WorkerDeath,
@@ -66,6 +67,8 @@ class Report:
     queued: list[dict[str, Any]] = field(default_factory=list)
     never_started: list[dict[str, Any]] = field(default_factory=list)
     stuck: list[dict[str, Any]] = field(default_factory=list)
+    # Async methods whose calls held their actor's event loop (call.blocked records).
+    blocked_loops: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-ready)."""
@@ -242,13 +245,14 @@ def report(
     driver = read_driver(session.driver_files())
     queues = Queues(joined=has_submissions(session.files), since=start, until=end)
     tally = Tally(start, end, waited=driver.wanted, queues=queues)
-    line = StartLine()
+    line, blocked = StartLine(), BlockedLoops(start, end)
+    others = each(queues.line, blocked.line)
     for files in distinct_processes(session.files):
-        tally.process(iter_calls(files, line, queues.line), line)
+        tally.process(iter_calls(files, line, others), line)
     flights = queues.results(tally.stuck_status.get)
     return finish(
         tally, driver, queues, flights, RayLogs.here(session.root),
-        source=str(session.root), files=len(session.files),
+        source=str(session.root), files=len(session.files), blocked=blocked,
     )  # fmt: skip
 
 
@@ -261,11 +265,13 @@ def finish(
     *,
     source: str,
     files: int,
+    blocked: BlockedLoops,
 ) -> Report:
     """The report of a tally that took in every call: its sections and findings.
 
-    ``flights`` is what ``queues.results()`` made of the in-flight records; a cluster's
-    report (``_driver/cluster_report.py``) merges its nodes' tallies and finishes here too.
+    ``flights`` is what ``queues.results()`` made of the in-flight records; ``blocked``
+    the event loops held by calls; a cluster's report (``_driver/cluster_report.py``)
+    merges its nodes' tallies and finishes here too.
     """
     span = seconds(tally.last) - seconds(tally.first) if tally.last else 0.0
     tally.interrupted.sort(key=lambda i: i["started"])
@@ -294,22 +300,29 @@ def finish(
         interrupted=tally.interrupted,
         slowest=slowest,
         memory=_memory(tally),
-        findings=[
-            *of_driver,
-            *rules.tiny_tasks(tally),
-            *rules.stragglers(tally),
-            *rules.one_at_a_time(tally),
-            *rules.serializing_actors(tally, span, flights["actor_queues"]),
-            *tally.leaks,
-            *deaths,
-            *rules.other_findings(tally),
-            *queues.findings(flights, _medians(tally, flights["queued"]), said),
-        ],
+        findings=explained(
+            [
+                *of_driver,
+                *rules.tiny_tasks(tally),
+                *rules.stragglers(tally),
+                *rules.one_at_a_time(tally),
+                *rules.serializing_actors(
+                    tally, span, flights["actor_queues"], flights["actors_made"]
+                ),
+                *tally.leaks,
+                *deaths,
+                *rules.other_findings(tally),
+                *queues.findings(flights, _medians(tally, flights["queued"]), said),
+                *queues.by_value.findings(),
+                *blocked.findings(),
+            ]
+        ),
         charts=_charts(tally, span, spreads),
         driver=driver.overview() if driver.runs or driver.waits else {},
         queued=flights["queued"],
         never_started=flights["never_started"],
         stuck=flights["stuck"],
+        blocked_loops=blocked.rows(),
     )
 
 

@@ -32,9 +32,13 @@ SERIAL_MIN_CHILDREN = 5
 STRAGGLER_MIN_CALLS = 5  # a function's slowest call, among at least this many...
 STRAGGLER_RATIO = 5.0  # ...this many times its median...
 STRAGGLER_EXCESS_S = 1.0  # ...and this much longer: one call holds up what waits for all
-SERIAL_ACTOR_SHARE = 0.5  # an actor busy at least this share of the run...
-SERIAL_QUEUE_SHARE = 0.5  # an actor's call that waited half its busy time in its queue...
-SERIAL_QUEUE_MIN_S = 0.1  # ...and at least this long: its calls waited for each other
+# With submission records: a call that waited behind the actor's other calls (while they
+# ran) at least this long and this share of the run, the actor busy this share at least.
+SERIAL_QUEUE_MIN_S = 0.1
+SERIAL_WAIT_SHARE = 0.1
+SERIAL_BUSY_SHARE = 0.1
+# Without them (nothing says who waited): the actor busy this share of the run...
+SERIAL_ACTOR_SHARE = 0.5
 SERIAL_GAP_S = 0.002  # ...its calls this close (or a tenth of a call)...: it is the queue
 
 
@@ -123,13 +127,21 @@ def one_at_a_time(tally: Tally) -> list[Finding]:
 
 
 def serializing_actors(
-    tally: Tally, span: float, queued: dict[str, float] | None = None
+    tally: Tally,
+    span: float,
+    queued: dict[str, float] | None = None,
+    made: dict[str, dict[str, Any]] | None = None,
 ) -> list[Finding]:
-    """One actor running the work back to back while the rest of the run idles.
+    """Actors whose callers waited on them: their calls queued behind each other.
 
-    With submission records (``queued``: each actor's longest time in its queue), also an
-    actor whose calls were submitted together and waited for each other in its queue,
-    whatever the rest of the run did: the seeds' one ``Sleeper`` actor.
+    With submission records (``queued``: each actor's longest wait behind its other
+    calls, while they ran: :func:`flights.behind`), the evidence is that wait: at least
+    :data:`SERIAL_QUEUE_MIN_S` and :data:`SERIAL_WAIT_SHARE` of the run, the actor busy
+    :data:`SERIAL_BUSY_SHARE` of it at least. An actor busy all run whose callers never
+    waited (an ``ActorPool``'s, given a call as it finishes one) serializes nothing.
+    Without them, only the pattern: calls back to back while the actor was busy half the
+    run and the rest of it idled (the seeds' one ``Sleeper`` actor). ``made``: each
+    actor's ``async`` and ``max_concurrency``, so that the fix fits what it is.
     """
     if span <= 0:
         return []
@@ -141,32 +153,59 @@ def serializing_actors(
         share = run.busy / span
         mean_gap = run.gaps / (run.calls - 1)
         others = max(total_busy - run.busy, 0.0) / span  # processes busy on average
-        waited = (queued or {}).get(actor_id, 0.0)
-        in_queue = waited >= SERIAL_QUEUE_SHARE * run.busy and waited >= SERIAL_QUEUE_MIN_S
-        if not in_queue and (
+        if queued is not None and actor_id in queued:
+            waited = queued[actor_id]
+            if (
+                waited < max(SERIAL_QUEUE_MIN_S, SERIAL_WAIT_SHARE * span)
+                or share < SERIAL_BUSY_SHARE
+            ):
+                continue
+            queue = (
+                f"; calls submitted together waited for each other in its queue, the longest "
+                f"{waited:.2f} s ({waited / span:.0%} of the run)"
+            )
+        elif (
             share < SERIAL_ACTOR_SHARE
             or others >= 1.0
             or mean_gap > max(SERIAL_GAP_S, 0.1 * run.busy / run.calls)
         ):
             continue
+        else:
+            queue = ""
         owner = run.function.rsplit(".", 1)[0]
-        queue = (
-            f"; calls submitted together waited for each other in its queue, the longest "
-            f"{waited:.2f} s"
-            if in_queue
-            else ""
-        )
         found.append(Finding(
             f"One actor serializes the work: {owner} ({actor_id[:12]})",
             f"its {run.calls} calls ran back to back (mean gap {mean_gap * 1000:.1f} ms) and "
             f"kept it busy {share:.0%} of the run, while all other calls together kept "
             f"{others:.1f} processes busy on average{queue}",
-            "spread the work over several actors (ray.util.ActorPool), move stateless work "
-            "into tasks, or let calls that wait on I/O overlap (async methods, "
-            "max_concurrency)",
+            _serial_fix((made or {}).get(actor_id, {})),
             "serializing_actor", owner,
         ))  # fmt: skip
     return found
+
+
+def _serial_fix(made: dict[str, Any]) -> str:
+    """The fix for an actor whose calls ran one at a time, as fits how it runs them."""
+    spread = (
+        "spread the work over several actors (ray.util.ActorPool) or move stateless work into tasks"
+    )
+    if made.get("async"):  # async already: something in its methods holds the event loop
+        return (
+            "its methods are async, yet its calls never overlapped: something in them "
+            "blocks the event loop (time.sleep, a blocking client, CPU-bound work). Await "
+            "instead (asyncio.sleep, an async client), or run the blocking part off the "
+            f"loop (await asyncio.to_thread(f, ...)); if the work is CPU-bound, {spread}"
+        )
+    if (made.get("max_concurrency") or 1) > 1:  # threaded: a lock, or the GIL
+        return (
+            f"it may run {made['max_concurrency']} calls at once (max_concurrency), yet they "
+            "never overlapped: a lock held around the work, or pure-Python CPU work under "
+            f"the GIL, runs them one at a time; {spread}"
+        )
+    return (
+        f"{spread}, or let calls that wait on I/O overlap (async methods, or "
+        "max_concurrency=N for threads)"
+    )
 
 
 def other_findings(tally: Tally) -> list[Finding]:

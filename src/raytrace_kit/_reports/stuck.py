@@ -16,7 +16,7 @@ from typing import Any
 from raytrace_kit._reports.lanes import seconds
 from raytrace_kit._reports.waitfor import DEADLOCK_FIX, Flight, Graph, cycles, stragglers
 
-__all__ = ["DEADLOCK_FIX", "StuckReport", "build"]
+__all__ = ["DEADLOCK_FIX", "StuckReport", "alike", "build"]
 
 
 class StuckReport:
@@ -33,6 +33,7 @@ class StuckReport:
         stuck: Running calls that reported themselves stuck (``call.stuck`` events).
         stragglers: Running calls far beyond their function's usual duration.
         waits: Threads outside calls blocked on calls (a driver in ``ray.get``).
+        held_loops: Event loops held now by one call (an ``async def`` that blocks).
         nodes: Each node: its id, address, resources and whether it could be read.
         problems: What could not be read (a node, a process that did not answer).
     """
@@ -48,7 +49,9 @@ class StuckReport:
         waits: list[dict[str, Any]],
         nodes: list[dict[str, Any]],
         problems: list[str],
+        held_loops: list[dict[str, Any]] | None = None,
     ) -> None:
+        self.held_loops = held_loops or []
         self.source = source
         self.taken = taken
         self.flights = flights
@@ -69,6 +72,10 @@ class StuckReport:
         """The calls submitted and not started."""
         return [f for f in self.flights if f.state == "pending"]
 
+    def grouped(self, which: str) -> list[tuple[Flight, int]]:
+        """Infeasible, stuck, straggling or all (``calls``) calls, alike once: :func:`alike`."""
+        return alike(self.flights if which == "calls" else getattr(self, which))
+
     @property
     def infeasible(self) -> list[Flight]:
         """Pending calls no node can ever run (they ask for more than any node has)."""
@@ -88,7 +95,13 @@ class StuckReport:
             "infeasible": [_short(f) for f in self.infeasible],
             "stuck": [_short(f) for f in self.stuck],
             "stragglers": [_short(f) for f in self.stragglers],
+            # The same, alike entries once each: the example (the oldest) and how many.
+            "grouped": {
+                which: [{"count": n, "example": _short(f)} for f, n in self.grouped(which)]
+                for which in ("infeasible", "stuck", "stragglers", "calls")
+            },
             "waits": self.waits,
+            "held_loops": self.held_loops,
             "calls": [asdict(f) for f in self.flights],
             "nodes": self.nodes,
             "problems": self.problems,
@@ -121,6 +134,22 @@ class StuckReport:
             f"<StuckReport of {self.source}: {len(self.running)} running, "
             f"{len(self.pending)} pending, {len(self.deadlocks)} deadlock(s)>"
         )
+
+
+def alike(flights: list[Flight]) -> list[tuple[Flight, int]]:
+    """Calls of one function in one state for one reason, once: the oldest, and how many.
+
+    Nineteen calls of ``train`` pending because no node has a GPU are one entry, not
+    nineteen blocks of the same words. Their order is the first one's.
+    """
+    groups: dict[tuple[str, str, str], list[Flight]] = {}
+    for flight in flights:
+        groups.setdefault((flight.function, flight.state, flight.why), []).append(flight)
+    return [(max(group, key=_age), len(group)) for group in groups.values()]
+
+
+def _age(flight: Flight) -> float:
+    return flight.age_s
 
 
 def _short(flight: Flight) -> dict[str, Any]:
@@ -194,6 +223,7 @@ def build(
         found.waits,
         nodes,
         list(problems or []),
+        found.held,
     )
 
 
@@ -207,6 +237,7 @@ class _Found:
         self.durations: dict[str, list[float]] = {}
         self.stuck_events: dict[str, dict[str, Any]] = {}
         self.waits: list[dict[str, Any]] = []
+        self.held: list[dict[str, Any]] = []  # event loops held now, by process
 
     def read_files(self, found: dict[str, Any], now: float) -> None:
         for call in found.get("running", []):
@@ -227,6 +258,8 @@ class _Found:
             flight.age_s = call["running_s"]
             _waits_on(flight, call.get("stack") or [], call.get("waiting_on"), "live")
         self.waits.extend(_outside_calls(answer))
+        for held in answer.get("loops_held", []):
+            self.held.append({**held, "node_id": answer.get("node_id"), "pid": answer.get("pid")})
 
     def attach_stuck(self) -> None:
         for call_id, event in self.stuck_events.items():

@@ -10,9 +10,10 @@ from __future__ import annotations
 import html
 import os
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raytrace_kit._html import card, pre, table
+from raytrace_kit._reports.blocked import FIX as BLOCKED_FIX
 from raytrace_kit._reports.render import stack_text
 from raytrace_kit._reports.waitfor import DEADLOCK_FIX, Flight
 
@@ -37,6 +38,8 @@ def headline(report: StuckReport) -> str:
         worst.append(f"{len(report.stuck)} stuck call(s)")
     if report.stragglers:
         worst.append(f"{len(report.stragglers)} straggler(s)")
+    if report.held_loops:
+        worst.append(f"{len(report.held_loops)} event loop(s) held by a call")
     found = "; ".join(worst) if worst else "no deadlock, nothing infeasible, nothing stuck"
     return f"{running + pending} call(s) in flight ({running} running, {pending} pending): {found}"
 
@@ -65,26 +68,29 @@ def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
         lines.append(f"Fix: {DEADLOCK_FIX}.")
         title = f"Deadlock {number}: {len(cycle)} calls wait on each other"
         found.append((title, lines, [stack_text(f.stack, _STACK_FRAMES) for f in cycle if f.stack]))
-    if report.infeasible:
-        found.append(
-            (
-                "Calls no node can run (infeasible)",
-                [f"{_place(f)}\n     {f.why}" for f in report.infeasible],
-                [],
-            )
-        )
-    for title, flights in (
-        ("Stuck calls (running past their stuck_after)", report.stuck),
-        ("Stragglers (far beyond their function's usual duration)", report.stragglers),
+    for title, which in (
+        ("Calls no node can run (infeasible)", "infeasible"),
+        ("Stuck calls (running past their stuck_after)", "stuck"),
+        ("Stragglers (far beyond their function's usual duration)", "stragglers"),
     ):
-        if flights:
+        grouped = report.grouped(which)
+        if grouped:
             found.append(
                 (
                     title,
-                    [f"{_place(f)}\n     {f.why}" for f in flights],
-                    [stack_text(f.stack, _STACK_FRAMES) for f in flights if f.stack],
+                    [f"{_many(count)}{_place(f)}\n     {f.why}" for f, count in grouped],
+                    [stack_text(f.stack, _STACK_FRAMES) for f, _ in grouped if f.stack],
                 )
             )
+    if report.held_loops:
+        found.append(
+            (
+                "Event loops held by one call (an async def that blocks: the actor's other "
+                "calls wait)",
+                [_held(held) for held in report.held_loops],
+                [stack_text(h["stack"], _STACK_FRAMES) for h in report.held_loops if h["stack"]],
+            )
+        )
     if report.waits:
         found.append(
             (
@@ -110,18 +116,33 @@ def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
     return found
 
 
+def _many(count: int) -> str:
+    """``19 calls like `` before an example of several alike calls; nothing for one."""
+    return f"{count} calls like " if count > 1 else ""
+
+
+def _held(held: dict[str, Any]) -> str:
+    what = (held["function"] or "a callback that is no instrumented call").rsplit(".", 2)
+    where = f" at {held['stack'][-1][0]}:{held['stack'][-1][1]}" if held["stack"] else ""
+    return (
+        f"{'.'.join(what[-2:])} (call {held['call_id'] or '?'}) has held its event loop for "
+        f"{held['held_s']:.1f} s{where}, pid {held['pid']} on node {(held['node_id'] or '?')[:12]}"
+        f"\n     Fix: {BLOCKED_FIX}"
+    )
+
+
 def _rows(report: StuckReport) -> list[tuple[str, ...]]:
     return [
         (
             f.state,
             f"{f.age_s:.1f}s",
-            f.name(),
+            f.name() + (f" and {count - 1} more like it" if count > 1 else ""),
             (f.node_id or "")[:12],
             "" if f.pid is None else str(f.pid),
             _short_where(f.where),
             f.why,
         )
-        for f in report.flights[:SHOWN]
+        for f, count in report.grouped("calls")[:SHOWN]
     ]
 
 
@@ -161,8 +182,8 @@ def text(report: StuckReport) -> str:
 
 
 def _title(report: StuckReport) -> str:
-    more = len(report.flights) - SHOWN
-    suffix = f" (the oldest {SHOWN}; {more} more in to_dict())" if more > 0 else ""
+    more = len(report.grouped("calls")) - SHOWN
+    suffix = f" (the oldest {SHOWN} kinds; {more} more in to_dict())" if more > 0 else ""
     return f"Calls in flight{suffix}"
 
 

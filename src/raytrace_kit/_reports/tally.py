@@ -111,15 +111,20 @@ class Tally:
         since, until, waited = self.since, self.until, self.waited
         queues = self.queues
         started = queues.start if queues.joined else None
+        idle_from: str | None = None  # the end of this process's last call read so far
         stuck = queues.stuck
         for call in calls:
             function, status, ended = call.function, call.status, call.ended
             if waited is not None and ended and call.task_id in waited:
                 self._waited_on(call, ended, start_line)
             if started is not None and call.task_id:
-                started(call.task_id, call.started or ended or "", ended, call.attempt)
+                started(call.task_id, call.started or ended or "", ended, call.attempt, idle_from)
+                if ended and (idle_from is None or ended > idle_from):
+                    idle_from = ended
                 if call.actor_id:
-                    queues.actor_call(call.actor_id, call.task_id, call.kind, call.attempt, ended)
+                    queues.actor_call(
+                        call.actor_id, call.task_id, call.kind, call.attempt, call.started, ended
+                    )
             if stuck and call.call_id in stuck:
                 self.stuck_status[call.call_id] = status
             # Every call's id, whatever the window (a parent may be outside it); packed
@@ -184,7 +189,12 @@ class Tally:
                     aggregate.private = private
                 if not ended:
                     pass
-                elif rss <= leak.last_rss and leak.run is None and len(leak.short) == 1:
+                elif (
+                    rss <= leak.last_rss
+                    and leak.run is None
+                    and len(leak.short) == 1
+                    and leak.best is None  # after a run that grew: each call is counted
+                ):
                     leak.short[0], leak.last_rss = call, rss  # flat memory: no call, no list
                 else:
                     leak.add(call, rss)
@@ -261,12 +271,14 @@ class Tally:
         if group is None:
             group = self.failures[key] = {
                 "function": key[0], "error_type": key[1], "count": 0, "first": stamp,
-                "last": "", "traceback": None, "task_ids": [], "nodes": set(),
+                "last": "", "traceback": None, "frames_locals": None, "task_ids": [],
+                "nodes": set(),
             }  # fmt: skip
         group["count"] += 1
         group["first"] = min(group["first"], stamp)
         if stamp >= group["last"]:
             group["last"], group["traceback"] = stamp, call.traceback
+            group["frames_locals"] = call.frames_locals  # the latest's, with its traceback
         if call.task_id and len(group["task_ids"]) < MAX_LISTED:
             group["task_ids"].append(call.task_id)
         if call.node_id:

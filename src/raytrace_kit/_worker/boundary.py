@@ -19,9 +19,10 @@ from raytrace_kit import _process, _registry
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output import encode, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
+from raytrace_kit._output.locals import failed_locals
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
-from raytrace_kit._worker import parents, profilers, watch
+from raytrace_kit._worker import loops, parents, profilers, watch
 from raytrace_kit._worker import state as worker_state
 
 __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
@@ -213,6 +214,7 @@ class Boundary:
                     figures=(rss, private, max_rss),
                     process_cpu_s=process_cpu_s,
                 )
+                + ("" if exc is None else encode.locals_members(failed_locals(exc, self.spec)))
                 + tail
             )
             writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
@@ -297,6 +299,7 @@ async def run_async(  # noqa: PLR0917 -- as run()
     with boundary:
         if boundary.call is not None:  # where its frames are while it awaits (see .waits)
             boundary.call.task = asyncio.current_task()
+            loops.started(boundary.call)  # its loop watched: a turn it holds is named
         if (tracker := boundary.tracker) is not None:
             try:
                 tracker.__enter__()
@@ -326,6 +329,7 @@ async def run_async_generator(  # noqa: PLR0917 -- as run()
     with boundary:
         if boundary.call is not None:  # where its frames are while it awaits (see .waits)
             boundary.call.task = asyncio.current_task()
+            loops.started(boundary.call)
         if (tracker := boundary.tracker) is not None:
             try:
                 tracker.__enter__()

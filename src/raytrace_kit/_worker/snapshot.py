@@ -16,6 +16,7 @@ from typing import Any
 from raytrace_kit import _process
 from raytrace_kit._output import encode, submissions
 from raytrace_kit._output.context import ActiveCall
+from raytrace_kit._worker import loops
 from raytrace_kit._worker import state as worker_state
 from raytrace_kit._worker.waits import (
     Frame,
@@ -92,4 +93,5 @@ def snapshot() -> dict[str, Any]:
         "is_worker": identity.is_worker,
         "calls": calls,
         "waits": waits,
+        "loops_held": loops.held_now(),
     }

@@ -7,14 +7,18 @@ nothing running (threads do not survive a fork).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
-from typing import TYPE_CHECKING
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from raytrace_kit import _registry
 
 if TYPE_CHECKING:
     from raytrace_kit._output.context import ActiveCall
+    from raytrace_kit._worker.loops import Watched
 
 __all__ = ["WorkerState", "state"]
 
@@ -47,9 +51,17 @@ class WorkerState:
         self.stuck_after_default: float | None = None  # RAYTRACE_STUCK_AFTER, else 60 s
         # id(call) -> (call.stuck events written, running_s of the next one)
         self.stuck_reports: dict[int, tuple[int, float]] = {}
+        # Async calls' event loops, by thread, with their heartbeats (see .loops); idle:
+        # the kit's thread stopped looking at them (no async call was running).
+        self.loops: dict[int, Watched] = {}
+        self.loops_idle = True
         # One memray tracker per process; one cProfile profiler per thread (see .profilers).
         self.memray_busy = False
         self.cprofile_threads: set[int] = set()
+        # Large arguments passed by value (see .by_value): id() -> (weak ref, serial).
+        self.large_objects: dict[int, tuple[weakref.ref[Any], int]] = {}
+        self.large_serials = itertools.count(1)
+        self.sizers: dict[type, tuple[Callable[[Any], int], str] | None] = {}  # per type
 
 
 state = WorkerState()

@@ -1,9 +1,10 @@
 """What a ``call.submit`` record says of one ``.remote()``, gathered where it is made.
 
 The id Ray gave the submitted call (from what ``.remote()`` returned: a ref, refs, a
-generator, an actor handle), the calls that produce its argument refs, and the line of
-the user's code that called ``.remote()``. The record itself waits in memory until its
-batch is written (:mod:`raytrace_kit._output.submissions`).
+generator, an actor handle), the calls that produce its argument refs, the line of the
+user's code that called ``.remote()``, and its large arguments passed by value
+(:mod:`.by_value`). The record itself waits in memory until its batch is written
+(:mod:`raytrace_kit._output.submissions`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from raytrace_kit import _process, _ray_compat
 from raytrace_kit._output import submissions, writer
 from raytrace_kit._worker import state as worker_state
 from raytrace_kit._worker import watch
+from raytrace_kit._worker.by_value import large_arguments
 
 __all__ = ["MAX_ARG_TASKS", "arg_task_ids", "asked", "prefix", "record", "site", "task_id_of"]
 
@@ -75,9 +77,17 @@ def _scheduling(options: dict[str, Any]) -> str | None:
 
 
 def prefix(
-    function: str, kind: str, options: dict[str, Any], actor_class: type | None = None
+    function: str,
+    kind: str,
+    options: dict[str, Any],
+    actor_class: type | None = None,
+    *,
+    code_bytes: int | None = None,
 ) -> str:
-    """The members of the submission records of one submitted object (rendered once)."""
+    """The members of the submission records of one submitted object (rendered once).
+
+    ``code_bytes``: the size Ray pickled a remote function to, when it is large.
+    """
     resources, scheduling = asked(options, actor=actor_class is not None)
     actor = None
     if actor_class is not None:
@@ -87,7 +97,9 @@ def prefix(
         )
         concurrency = options.get("max_concurrency") or (1000 if is_async else 1)
         actor = {"max_concurrency": concurrency, "async": is_async}
-    return submissions.submit_prefix(function, kind, resources, scheduling, actor)
+    return submissions.submit_prefix(
+        function, kind, resources, scheduling, actor, code_bytes=code_bytes
+    )
 
 
 def task_id_of(made: Any) -> str | None:
@@ -149,6 +161,7 @@ def record(  # noqa: PLR0917 -- positional: one call per .remote() of a debuggab
             identity,
             site(),
             arg_task_ids(args, kwargs),
+            large_arguments(args, kwargs),
         )
         state = worker_state.state
         if state.kit_thread is None:

@@ -11,7 +11,9 @@ ask there) and on a wake-up pipe, with a timeout. It wakes
   began, to write it;
 - every watch period (a quarter of the smallest ``stuck_after`` in use: 15 s by default):
   each call running past its ``stuck_after`` gets a ``call.stuck`` event with its stack and
-  what it waits on, again at twice, four times... that age.
+  what it waits on, again at twice, four times... that age;
+- every :data:`~raytrace_kit._worker.loops.LOOK_S` while async calls run: a heartbeat to
+  each event loop, and a ``call.blocked`` for a turn that held one (:mod:`.loops`).
 
 Why a FIFO and a thread: see :mod:`.stack_server`. It answers while the user's threads are
 blocked in Python or in C code that releases the GIL; a call holding the GIL for seconds
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from raytrace_kit._output import encode, submissions, writer
 from raytrace_kit._output import state as output_state
-from raytrace_kit._worker import stack_server
+from raytrace_kit._worker import loops, stack_server
 from raytrace_kit._worker import state as worker_state
 from raytrace_kit._worker.snapshot import call_state
 
@@ -109,21 +111,47 @@ def shorten(stuck_after: float) -> None:
         _wake()
 
 
+class _Due:
+    """When the kit's thread has something to do next, besides answering requests."""
+
+    def __init__(self, watch_period: float) -> None:
+        self.flush: float | None = None  # the batch of submission records waiting
+        self.watch = time.monotonic() + watch_period  # the look at stuck calls
+        self.look: float | None = None  # the look at async calls' loops (see .loops)
+
+    def timeout(self, now: float) -> float:
+        if self.flush is None and output_state.state.submissions:
+            self.flush = now + submissions.FLUSH_S  # a batch began (perhaps before we did)
+        if self.look is None and not worker_state.state.loops_idle:
+            self.look = now  # an async call began: look at its loop
+        soonest = min(t for t in (self.watch, self.flush, self.look) if t is not None)
+        return max(soonest - now, 0.0)
+
+    def run(self, now: float) -> None:
+        """Do what is due; never raises (a warning made an error never ends the thread)."""
+        if self.flush is not None and now >= self.flush:
+            self.flush = None
+            with contextlib.suppress(Exception):
+                submissions.flush()
+        if self.look is not None and now >= self.look:
+            self.look = None
+            with contextlib.suppress(Exception):
+                if loops.look():
+                    self.look = now + loops.LOOK_S
+        if now >= self.watch:
+            with contextlib.suppress(Exception):
+                report_stuck()
+            self.watch = now + worker_state.state.watch_period
+
+
 def _run(fifo: tuple[int, Path] | None, wake_read: int) -> None:
     state = worker_state.state
     watched = [wake_read] if fifo is None else [fifo[0], wake_read]
     pending = b""
-    flush_at: float | None = None
-    next_watch = time.monotonic() + state.watch_period
+    due = _Due(state.watch_period)
     while True:
-        now = time.monotonic()
-        if flush_at is None and output_state.state.submissions:
-            flush_at = now + submissions.FLUSH_S  # a batch began (perhaps before we did)
-        timeout = next_watch - now
-        if flush_at is not None:
-            timeout = min(timeout, flush_at - now)
         try:
-            ready, _, _ = select.select(watched, [], [], max(timeout, 0.0))
+            ready, _, _ = select.select(watched, [], [], due.timeout(time.monotonic()))
         except (OSError, ValueError):  # a descriptor closed under us: the process is ending
             return
         now = time.monotonic()
@@ -135,17 +163,10 @@ def _run(fifo: tuple[int, Path] | None, wake_read: int) -> None:
             if not woken:  # the pipe's write end was closed: a reset; this thread ends
                 _close(wake_read, fifo)
                 return
-            next_watch = min(next_watch, now + state.watch_period)  # it may have shortened
+            due.watch = min(due.watch, now + state.watch_period)  # it may have shortened
         if fifo is not None and fifo[0] in ready:
             pending = _answer_requests(fifo, pending)
-        if flush_at is not None and now >= flush_at:
-            flush_at = None
-            with contextlib.suppress(Exception):  # a warning made an error: never ends us
-                submissions.flush()
-        if now >= next_watch:
-            with contextlib.suppress(Exception):  # never ends the thread
-                report_stuck()
-            next_watch = now + state.watch_period
+        due.run(now)
 
 
 def _close(wake_read: int, fifo: tuple[int, Path] | None) -> None:
