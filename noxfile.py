@@ -23,8 +23,8 @@ PYPROJECT = nox.project.load_toml(HERE / "pyproject.toml")
 COMPAT = [("2.40.0", "3.11"), ("2.60.0", "3.10"), ("2.60.0", "3.12"), ("2.60.0", "3.13")]
 # Its subset, the tests marked `compat` in these files: decoration, events, profiling, the
 # report, the CLI, attaching to clusters as users start them, tracebacks (the workers' and
-# the driver's hook), Ray's own local mode and the kit's. In this order, Ray starts twice: whole_program's instrument() and the last
-# file shut it down.
+# the driver's hook), Ray's own local mode and the kit's. In this order, Ray starts twice:
+# whole_program's instrument() and the last file shut it down.
 COMPAT_TESTS = [
     "tests/integration/test_decorate.py",
     "tests/integration/test_events.py",
