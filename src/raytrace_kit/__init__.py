@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from raytrace_kit._driver.function import DebuggableFunction
     from raytrace_kit._driver.live import top
     from raytrace_kit._driver.program import instrument
+    from raytrace_kit._driver.replay import replay
     from raytrace_kit._driver.stacks import stacks
     from raytrace_kit._driver.stuck import stuck
     from raytrace_kit._local.handles import LocalActorHandle
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
         ProfileNotFoundError,
         RaytraceKitError,
         RaytraceKitWarning,
+        ReplayError,
+        UnsafeReplayFileError,
         UsageError,
     )
 
@@ -76,6 +79,7 @@ _LAZY = {
     "coverage": "raytrace_kit._driver.coverage",
     "debuggable": "raytrace_kit._driver.decorate",
     "instrument": "raytrace_kit._driver.program",
+    "replay": "raytrace_kit._driver.replay",
     "DebuggableFunction": "raytrace_kit._driver.function",
     "top": "raytrace_kit._driver.live",
     "report": "raytrace_kit._driver.cluster_report",
@@ -133,6 +137,8 @@ _LAZY = {
     "ProfileNotFoundError": "raytrace_kit.exceptions",
     "RaytraceKitError": "raytrace_kit.exceptions",
     "RaytraceKitWarning": "raytrace_kit.exceptions",
+    "ReplayError": "raytrace_kit.exceptions",
+    "UnsafeReplayFileError": "raytrace_kit.exceptions",
     "UsageError": "raytrace_kit.exceptions",
 }
 
@@ -173,6 +179,7 @@ __all__ = [
     "ProfileSummary",
     "RaytraceKitError",
     "RaytraceKitWarning",
+    "ReplayError",
     "Report",
     "SerializationFailure",
     "SerializationReport",
@@ -181,6 +188,7 @@ __all__ = [
     "StuckReport",
     "ThreadStack",
     "TopView",
+    "UnsafeReplayFileError",
     "UsageError",
     "__version__",
     "attach_debugger",
@@ -202,6 +210,7 @@ __all__ = [
     "profile_memory",
     "profile_summary",
     "read_events",
+    "replay",
     "report",
     "sessions",
     "set_local_mode",

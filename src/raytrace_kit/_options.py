@@ -40,6 +40,7 @@ _NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 CheckMode = Literal["first", "always", "on_error", "off"]
 ProfileKind = Literal["memray", "cprofile"]
 ProfileScope = Literal["call", "actor"]
+Capture = Literal["failures"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,10 @@ class DebugOptions:
             four times... that age while it runs. ``None`` (the default) takes the
             process's setting (``RAYTRACE_STUCK_AFTER``, else 60 s); ``False`` turns it
             off for these calls.
+        sample: The sampling profiler's rate (Hz, 1 to 1000; ``True``: 100) in the processes
+            that run these calls, all their threads; ``None``: off (docs/sampling.md).
+        capture: ``"failures"``: a failed call keeps its pickled arguments (and an actor's
+            state) in a 0600 file, for ``raytrace-kit replay``; ``None`` (default): nothing.
     """
 
     log: bool = True
@@ -90,6 +95,8 @@ class DebugOptions:
     profile_scope: ProfileScope = "call"
     pin: Pin | None = None
     stuck_after: float | Literal[False] | None = None
+    sample: float | None = None
+    capture: Capture | None = None
     # Set internally for calls submitted inside a profile_memory()/profile_cpu() block.
     profile_block: str | None = None
     # Set internally for what instrument() made debuggable: the workers that run its calls
@@ -110,6 +117,8 @@ class DebugOptions:
             changes["pin"] = as_pin(changes["pin"])
         if "profile_options" in changes:
             changes["profile_options"] = tuple(sorted(changes["profile_options"].items()))
+        if "sample" in changes:
+            changes["sample"] = _sample_rate(changes["sample"])
         updated = dataclasses.replace(self, **changes)
         if "profile" in changes or "profile_options" in changes:
             problem = validate_profile_options(updated.profile, dict(updated.profile_options))
@@ -203,6 +212,8 @@ class KitOptions(TypedDict, total=False):
     profile_scope: ProfileScope
     pin: bool | str | Pin | None
     stuck_after: float | Literal[False] | None
+    sample: bool | float | None
+    capture: Capture | None
 
 
 # One entry per option: the accepted types and how to describe them in an error.
@@ -217,11 +228,14 @@ _OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "profile_scope": ((str,), "'call' or 'actor'"),
     "pin": ((bool, str, Pin, type(None)), "True, a node id string, or raytrace_kit.Pin(...)"),
     "stuck_after": ((int, float, bool, type(None)), "a number of seconds, False or None"),
+    "sample": ((bool, int, float, type(None)), "True, a rate in Hz (1 to 1000), or None"),
+    "capture": ((str, type(None)), "'failures' or None"),
 }
 _CHOICES: dict[str, tuple[object, ...]] = {
     "check": ("first", "always", "on_error", "off"),
     "profile": ("memray", "cprofile", None),
     "profile_scope": ("call", "actor"),
+    "capture": ("failures", None),
 }
 
 
@@ -268,6 +282,18 @@ def validate_stuck_after(value: object) -> None:
             "watch off, or None for the process's setting (RAYTRACE_STUCK_AFTER, else 60 s)."
         )
         raise InvalidOptionError(msg, "stuck_after")
+
+
+def _sample_rate(value: object) -> float | None:
+    """``sample`` in Hz (``True``: 100; ``False``/``None``: off), or InvalidOptionError."""
+    rate = 100.0 if value is True else None if value is False else value
+    if rate is not None and not (_is_positive_number(rate) and 1 <= rate <= 1000):  # type: ignore[operator]
+        msg = (
+            f"raytrace_kit option sample={value!r} is not valid: expected True (100 Hz), "
+            "a rate in Hz from 1 to 1000 (sample=200), or None to turn it off."
+        )
+        raise InvalidOptionError(msg, "sample")
+    return None if rate is None else float(rate)  # type: ignore[arg-type]
 
 
 MEMRAY_OPTIONS = frozenset(
@@ -348,11 +374,13 @@ class CallSpec:
         function: Qualified name (``module.function`` or ``module.Class.method``).
         kind: ``task``, ``actor_init`` or ``actor_method``.
         options: The raytrace_kit options in force for these calls.
+        operator: For a Ray Data UDF, the operator that runs it (``MapBatches(clean)``).
     """
 
     function: str
     kind: str
     options: DebugOptions
+    operator: str | None = None
     # Derived once on the driver and shipped with the spec, so workers never re-render.
     fields: dict[str, str] = field(init=False, compare=False, repr=False)
     fragment: str = field(init=False, compare=False, repr=False)
@@ -361,6 +389,8 @@ class CallSpec:
 
     def __post_init__(self) -> None:
         fields = {"function": self.function, "kind": self.kind}
+        if self.operator is not None:
+            fields["operator"] = self.operator
         object.__setattr__(self, "fields", fields)
         object.__setattr__(self, "fragment", encode.members(fields))
         watch = self.options.stuck_after if self.options.log else False

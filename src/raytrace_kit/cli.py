@@ -13,6 +13,8 @@ Subcommands:
     export otlp|otlp-json [SOURCE]
                         send the calls as OpenTelemetry spans to an endpoint, or a file
     sessions            the Ray sessions on this machine that hold kit records
+    profile [SOURCE]    the sampling profiler's samples: speedscope, folded stacks, pprof
+    replay ID [SOURCE]  run a failed call again here (kept by run --capture failures)
 
 ``SOURCE`` is what :func:`raytrace_kit.open_session` takes; it defaults to the newest Ray
 session on this machine that has kit records and belongs to this user. Each command first
@@ -34,7 +36,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raytrace_kit._driver import launch, live_commands
+from raytrace_kit._driver import launch, live_commands, memory_command, replay_command
+from raytrace_kit._reports import profile_command
 from raytrace_kit._reports.otel import command as otel_command
 from raytrace_kit.exceptions import ClusterConnectionError
 
@@ -107,8 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("--no-profiles", action="store_true", help="leave profile captures")
 
     live_commands.add_commands(add, report)
+    memory_command.add_command(add)
     otel_command.add_command(commands, [quiet])
+    profile_command.add_command(commands, [quiet])
 
+    replay_command.add_command(add)
     listed = add("sessions", help="the sessions on this machine that hold kit records")
     listed.add_argument("--json", action="store_true", help="print them as JSON")
     return parser
@@ -326,6 +332,10 @@ def _export(arguments: argparse.Namespace) -> int:
     return otel_command.run(arguments, _session(arguments, follow=follow))
 
 
+def _profile(arguments: argparse.Namespace) -> int:
+    return profile_command.run(arguments, _session(arguments))
+
+
 def _sessions(arguments: argparse.Namespace) -> int:
     from raytrace_kit._reports import header  # noqa: PLC0415
     from raytrace_kit._reports.sessions import sessions  # noqa: PLC0415
@@ -348,7 +358,10 @@ _COMMANDS = {
     "stuck": _stuck,
     "export": _export,
     "sessions": _sessions,
+    "replay": lambda arguments: replay_command.run(arguments, _session),
+    "profile": _profile,
     **live_commands.commands(_on_cluster),  # top, tail: attached as stuck and collect are
+    "memory": memory_command.command(_on_cluster),  # attached as stuck is
 }
 
 

@@ -29,6 +29,8 @@ __all__ = [
     "ProfileNotFoundError",
     "RaytraceKitError",
     "RaytraceKitWarning",
+    "ReplayError",
+    "UnsafeReplayFileError",
     "UsageError",
 ]
 
@@ -164,6 +166,22 @@ class CoverageError(RaytraceKitError, RuntimeError):
     ``raytrace_kit.coverage()`` and ``pytest --ray-cov`` raise it when coverage.py (or its
     start-up file) is missing, or when Ray connects to a cluster whose workers were started
     outside the run and so cannot be measured.
+    """
+
+
+class ReplayError(RaytraceKitError, RuntimeError):
+    """A failed call cannot be replayed: its inputs were not kept, or not all of them.
+
+    The message says why (no ``capture``, an argument that cannot be pickled, over the
+    size cap, an actor's state that was not kept) and what to do instead.
+    """
+
+
+class UnsafeReplayFileError(RaytraceKitError, PermissionError):
+    """A replay file is not this user's, or others may read or change it: not unpickled.
+
+    Unpickling runs code: a file someone else could have written is refused. The message
+    names the owner or the mode, and the fix (``chmod 600`` if you trust it).
     """
 
 

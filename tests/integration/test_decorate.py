@@ -229,7 +229,7 @@ class TestMisuse:
     def test_unknown_option_lists_the_valid_ones(self) -> None:
         """An unknown keyword names itself and lists valid options."""
         valid = (
-            r"valid options are: check, local, log, log_args, pin, post_mortem, profile, "
+            r"valid options are: capture, check, local, log, log_args, pin, post_mortem, profile, "
             r"profile_options, profile_scope"
         )
         with pytest.raises(InvalidOptionError, match=rf"'num_cpus'.*{valid}"):

@@ -25,11 +25,13 @@ ACCEPTED: list[tuple[str, Any, Any]] = [
     ("pin", False, None),
     ("pin", NODE, Pin(node_id=NODE, process=False)),
     ("pin", Pin(node_id=NODE), Pin(node_id=NODE)),
+    ("capture", "failures", "failures"),
+    ("capture", None, None),
 ]
 
 REJECTED: list[tuple[dict[str, Any], str]] = [
     # given, words the message must contain (the problem, then the fix)
-    ({"lg": True}, "unknown raytrace_kit option 'lg'; valid options are: check, local, log"),
+    ({"lg": True}, "unknown raytrace_kit option 'lg'; valid options are: capture, check, local"),
     ({"num_cpus": 2}, "Ray options such as num_cpus belong in @ray.remote(...) or .options"),
     ({"log": 1}, "log=1 has type int; expected a bool"),
     ({"local": "yes"}, "expected True, False or None"),
@@ -41,6 +43,8 @@ REJECTED: list[tuple[dict[str, Any], str]] = [
     ({"profile": "memray", "profile_options": {"timeunit": 1}}, "unknown memray option(s)"),
     ({"profile_scope": "actor"}, "profile_scope='actor' needs a profiler"),
     ({"pin": 3}, "expected True, a node id string"),
+    ({"capture": "all"}, "capture='all' is not valid; expected 'failures' or None"),
+    ({"capture": True}, "capture=True has type bool; expected 'failures' or None"),
     (
         {"profile": "memray", "profile_options": {"file_format": "NOPE"}},
         "file_format='NOPE' is not valid: expected 'ALL_ALLOCATIONS' or 'AGGREGATED_ALLOCATIONS'",

@@ -277,7 +277,12 @@ class TestReadersShareTheSchema:
                 encode.end_members(
                     0.5, error, 0.1, rss_start=10, figures=(20, 15, 30), process_cpu_s=0.2
                 )
-                + encode.locals_members(frames_locals(error, values=True))
+                + encode.locals_members(
+                    frames_locals(error, values=True),
+                    path="replay/c.replay",
+                    missing=None,
+                    state_missing="its state: a lock",
+                )
                 + encode.profile_members("profiles/p.bin", "block", "call")
             )
         start = encode.call_line("call.start", "info", members, encode.memory_members((20, 15, 30)))
@@ -298,6 +303,9 @@ class TestReadersShareTheSchema:
         assert call.frames_locals is not None
         *_, described, shown = call.frames_locals[-1]
         assert (described["rows"], shown["rows"]) == ("list of 2", "[1, 2]")
+        kept = (call.replay_path, call.replay_state_missing)
+        assert kept == ("replay/c.replay", "its state: a lock")
+        assert call.replay_missing is None
         assert (call.rss_start_bytes, call.rss_end_bytes, call.rss_growth_bytes) == (10, 20, 10)
         assert (call.task_id, call.attempt, call.parent_call_id) == (
             "ff" * 12,

@@ -166,7 +166,9 @@ def _copy_node(listed: dict[str, Any], dest: Path, known: dict[str, Any]) -> dic
                 relative, offset, data = ray.get(ref)
                 target = local / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
-                with target.open("r+b" if offset and target.exists() else "wb") as handle:
+                # Created 0600, as on the node: a replay file holds a call's arguments.
+                flags = os.O_WRONLY | os.O_CREAT | (0 if offset else os.O_TRUNC)
+                with os.fdopen(os.open(target, flags, 0o600), "wb") as handle:
                     handle.seek(offset)
                     handle.write(data)
                     handle.truncate()

@@ -10,6 +10,7 @@ import ray
 from typing_extensions import ParamSpec, Unpack
 
 from raytrace_kit import _ray_compat
+from raytrace_kit._driver import data_hooks
 from raytrace_kit._driver.actor_class import DebuggableActorClass
 from raytrace_kit._driver.function import DebuggableFunction
 from raytrace_kit._driver.proxy import Debuggable
@@ -84,6 +85,12 @@ def debuggable(target: Any = None, /, **options: Any) -> Any:
               counts as stuck and leaves a ``call.stuck`` event with its stack and what
               it waits on; ``None`` takes ``RAYTRACE_STUCK_AFTER`` (else 60 s), ``False``
               turns it off.
+            - ``sample`` (``True``, a rate in Hz from 1 to 1000, or ``None``): the sampling
+              profiler, in each process that runs these calls: every thread's stack at
+              that rate (``True``: 100 Hz), read with ``raytrace-kit profile``.
+            - ``capture`` (``"failures"`` or ``None``, default ``None``): a failed call
+              keeps its pickled arguments (and an actor's state) in a file only you can
+              read, for :func:`replay` and ``raytrace-kit replay``.
 
     Returns:
         A :class:`DebuggableFunction` or :class:`DebuggableActorClass`, or, without
@@ -112,6 +119,7 @@ def debuggable(target: Any = None, /, **options: Any) -> Any:
 
 
 def _wrap(target: Any, options: DebugOptions, given: dict[str, Any]) -> _Decorated:
+    data_hooks.install()  # a decorated UDF given to Ray Data is instrumented there too
     if isinstance(target, Debuggable):
         # Decorated twice: the options given here change those of the inner decorator.
         return cast("_Decorated", target.with_debug(**given))

@@ -30,7 +30,7 @@ _EXIT_USAGE = 2
 
 
 # run's own options that take a value: what follows them is not the program yet.
-_RUN_VALUED = frozenset({"--profile", "--check", "--include", "--exclude"})
+_RUN_VALUED = frozenset({"--profile", "--check", "--include", "--exclude", "--capture"})
 
 
 def add_command(commands: Any) -> None:
@@ -53,6 +53,14 @@ def add_command(commands: Any) -> None:
     run.add_argument(
         "--check", choices=["first", "always", "on_error", "off"], help="serializability checks"
     )
+    run.add_argument(
+        "--sample", nargs="?", const=True, type=float, metavar="HZ",
+        help="sample every instrumented process's threads (--sample=HZ; default 100 Hz)",
+    )  # fmt: skip
+    run.add_argument(
+        "--capture", choices=["failures"],
+        help="keep a failed call's arguments (mode 0600) for raytrace-kit replay",
+    )  # fmt: skip
     run.add_argument("--local", action="store_true", help="run every call here (local mode)")
     run.add_argument("--post-mortem", action="store_true", help="debugger at a failing frame")
     run.add_argument(
@@ -95,7 +103,7 @@ def _options(arguments: argparse.Namespace, rest: list[str]) -> int:
     for flag in ("log_args", "local", "post_mortem"):
         if getattr(arguments, flag):
             options[flag] = True
-    for name in ("profile", "check"):
+    for name in ("profile", "check", "sample", "capture"):
         if getattr(arguments, name) is not None:
             options[name] = getattr(arguments, name)
     options["include"] = [*options.get("include", []), *arguments.include]

@@ -29,7 +29,7 @@ from typing import Any
 from typing_extensions import Unpack
 
 from raytrace_kit import _ray_compat, _registry
-from raytrace_kit._driver import record
+from raytrace_kit._driver import data_hooks, record, store_watch
 from raytrace_kit._driver.actor_class import DebuggableActorClass
 from raytrace_kit._driver.function import DebuggableFunction
 from raytrace_kit._options import DebugOptions, KitOptions, Program
@@ -122,6 +122,7 @@ def instrument(
     install(dataclasses.replace(kit, program=program))
     if driver and not _ray_compat.is_worker_process():
         record.start(functools.partial(selected, program=program), log_args=kit.log_args)
+        store_watch.start()  # a store.held record when the driver's refs hold the store
 
 
 def _patterns(given: Iterable[str], name: str) -> tuple[str, ...]:
@@ -149,6 +150,16 @@ def install(options: DebugOptions) -> None:
                 _ray_compat.patch(key, owner, attribute, _hooked(getattr(owner, attribute)))
         if not _ray_compat.TAKEN:
             _ray_compat.TAKEN.append(_taken)
+    data_hooks.install(_data_options)  # Ray Data's UDFs: now, or when ray.data is imported
+
+
+def _data_options(udf: Any) -> DebugOptions | None:
+    """The options of a Ray Data UDF of the user's code, or ``None`` for another's."""
+    options = state.options
+    if options is None or options.program is None:
+        return None
+    module = getattr(getattr(udf, "func", udf), "__module__", None)  # a partial: its function
+    return options if selected(module, options.program) else None
 
 
 def _taken(remote: Any) -> bool:

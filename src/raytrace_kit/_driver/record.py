@@ -38,8 +38,11 @@ from raytrace_kit import _process, _ray_compat, _registry
 from raytrace_kit._output import encode, paths, redact, writer
 from raytrace_kit._output import state as output_state
 from raytrace_kit._output.writer import EventWriter
+from raytrace_kit._worker import held
 
-__all__ = ["FLUSH_S", "MAX_TASK_IDS", "RECORD_BLOCKED_S", "finish", "flush", "start", "submitted"]
+__all__ = [
+    "FLUSH_S", "MAX_TASK_IDS", "RECORD_BLOCKED_S", "finish", "flush", "start", "submitted", "write",
+]  # fmt: skip
 
 MAX_TASK_IDS = 10_000  # per record: which calls a get waited on, enough to find its straggler
 RECORD_BLOCKED_S = 0.01  # a wait this long gets a record of its own; shorter ones are summed
@@ -117,6 +120,7 @@ def start(
         cls = _ray_compat.actor_method_class()
         original = _ray_compat.actor_method_submit(cls)
         _ray_compat.patch(_METHOD_KEY, cls, "_remote", _counting(original))
+    held.hook_put()  # each ray.put's line, for the objects its refs hold (store_watch)
     if at_exit:
         atexit.register(_finish_at_exit)
 
@@ -307,6 +311,9 @@ def _write(line: bytes) -> None:
         record.write(line)
     except Exception as exc:
         writer.report_failure("driver-record", "cannot write the driver's record", exc)
+
+
+write = _write  # the driver's other records (store.held) go to its file the same way
 
 
 def _open() -> EventWriter | None:

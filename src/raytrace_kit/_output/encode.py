@@ -8,7 +8,8 @@ UTC, microseconds, fixed width so that timestamps sort as strings), ``level`` an
   ``task_id``, ``actor_id``, ``job_id``, ``node_id``, ``worker_id``, ``pid``, ``attempt``).
 - ``call.end``: the same, then :func:`end_members` (``duration_s``, ``status``,
   ``error_type`` and ``error`` on failure, ``rss_bytes``, ``rss_minus_shr_bytes``,
-  ``max_rss_bytes``), then for a failed call :func:`locals_members` (``frames_locals``),
+  ``max_rss_bytes``), then for a failed call :func:`locals_members` (``frames_locals``,
+  and with ``capture``: ``replay_path`` or ``replay_missing``, ``replay_state_missing``),
   then :func:`profile_members` for profiled calls (``profile_path``, ``profile_block``,
   ``profile_scope``).
 - ``call.submit``: written by the process that called ``.remote()``, in batches, rendered
@@ -266,12 +267,12 @@ def end_members(
     )
 
 
-def locals_members(frames: list[list[Any]]) -> str:
-    """A failed call's ``frames_locals`` member, with a comma first; ``""`` without frames.
-
-    ``frames`` are :func:`raytrace_kit._output.locals.frames_locals`.
-    """
-    return "," + members({"frames_locals": frames}) if frames else ""
+def locals_members(frames: list[list[Any]], **replay: str | None) -> str:
+    """A failed call's ``frames_locals`` and ``replay_*`` members (those set), comma first."""
+    fields: dict[str, Any] = {f"replay_{k}": v for k, v in replay.items() if v is not None}
+    if frames:  # raytrace_kit._output.locals.frames_locals
+        fields = {"frames_locals": frames, **fields}
+    return "," + members(fields) if fields else ""
 
 
 def profile_members(path: os.PathLike[str] | str, block: str | None, scope: str | None) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "recent_log_dir",
     "remember_session",
     "runs_dir",
+    "samples_file_name",
     "sanitize",
     "session_dir",
 ]
@@ -194,6 +195,11 @@ def driver_file_name(node_id: str | None, pid: int) -> str:
     Not ``events-*``: readers of calls never open it; the report reads it for the driver.
     """
     return event_file_name(node_id, pid).replace("events-", "driver-", 1)
+
+
+def samples_file_name(node_id: str | None, pid: int) -> str:
+    """Name of a process's samples file (:mod:`raytrace_kit._output.samples`): ``samples-*``."""
+    return event_file_name(node_id, pid).replace("events-", "samples-", 1)
 
 
 def profiles_dir() -> Path:

@@ -13,7 +13,17 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Blocked", "Call", "CallStart", "Stuck", "Submission", "Submitted"]
+__all__ = ["Blocked", "Call", "CallStart", "DataSizes", "Stuck", "Submission", "Submitted"]
+
+
+class DataSizes(msgspec.Struct, gc=False):
+    """A Ray Data batch's rows and bytes in and out, and the operator Ray Data ran it in."""
+
+    op: str | None = None
+    rows_in: int | None = None
+    bytes_in: int | None = None
+    rows_out: int | None = None
+    bytes_out: int | None = None
 
 
 class Call(msgspec.Struct, gc=False):
@@ -58,6 +68,15 @@ class Call(msgspec.Struct, gc=False):
     rss_minus_shr_end_bytes: int | None = msgspec.field(default=None, name="rss_minus_shr_bytes")
     max_rss_bytes: int | None = None
     profile_path: str | None = None
+    # A Ray Data UDF's call: its operator (``MapBatches(clean)``), and on a batch's end
+    # its sizes and the physical operator that ran it (:class:`DataSizes`).
+    operator: str | None = None
+    data: DataSizes | None = None
+    # capture="failures": the failed call's replay file, or why it has none (and, for an
+    # actor method, why its state is not in it).
+    replay_path: str | None = None
+    replay_missing: str | None = None
+    replay_state_missing: str | None = None
 
     @property
     def rss_growth_bytes(self) -> int | None:

@@ -120,6 +120,7 @@ class DriverRecord:
     long_waits: list[tuple[float, int, Wait]] = field(default_factory=list)  # a min-heap
     blocked_s: float = 0.0
     waits: int = 0
+    held: list[bytes] = field(default_factory=list)  # store.held lines (see store_refs.py)
 
     @property
     def wanted(self) -> dict[str, Waited | None] | None:
@@ -296,6 +297,9 @@ def read_driver(files: list[Path]) -> DriverRecord:
     for file in files:
         run: dict[str, Any] = {}
         for raw in _lines(file):
+            if b'"store.held"' in raw:
+                record.held.append(raw)
+                continue
             wait = _read_line(run, raw)
             if isinstance(wait, Wait):
                 record.take(wait)

@@ -23,6 +23,8 @@ __all__ = ["explain_data_text", "udfs_of"]
 _OPERATOR = re.compile(r"\b(?P<op>MapBatches|MapRows|Map|FlatMap|Filter|AddColumn|MapGroups|"
                        r"Project|Write\w*)\((?P<udf>[^()]*)\)")  # fmt: skip
 _DATA_TASK = re.compile(r"ray::(?P<name>[\w<>]+(?:\([^()]*\))?(?:->[\w<>]+(?:\([^()]*\))?)*)\(\)")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_BUILDS = re.compile(r"\.(?:map_batches|map|flat_map|filter|add_column|map_groups)\(")
 _UNPICKLABLE = re.compile(r"cannot pickle '(?P<type>[^']+)' object")
 _RAISED = re.compile(r"^(?:[\w.]+\.)?(?P<name>[A-Za-z_]\w*): (?P<message>.*)$", re.MULTILINE)
 _FIX_CAPTURE = (
@@ -80,14 +82,41 @@ def explain_data_text(text: str) -> Explanation | None:
     return None
 
 
+def _planned_udfs(text: str) -> list[str]:
+    """The UDFs of the plan Ray Data logged (``Execution plan of Dataset ...: ... [A->B]``)."""
+    found: list[str] = []
+    for line in text.splitlines():
+        if "Execution plan of Dataset" in line:
+            for operator in _OPERATOR.finditer(line):
+                if operator["udf"] and operator["udf"] not in found:
+                    found.append(f"{operator['udf']} ({operator[0]})")
+    return found
+
+
+def _user_line(text: str) -> str | None:
+    """The user's line that built or ran the dataset, from the traceback (file:line: code)."""
+    lines = text.splitlines()
+    for at, line in enumerate(lines[:-1]):
+        frame = _FRAME.match(line)
+        if frame and "/ray/" not in frame["file"] and "site-packages" not in frame["file"]:
+            code = lines[at + 1].strip()
+            if _BUILDS.search(code):
+                return f"{frame['file']}:{frame['line']}: {code}"
+    return None
+
+
 def _not_serializable(text: str) -> Explanation:
     found = _UNPICKLABLE.search(text)
     what = f" a {found['type']}" if found else " an object that cannot be pickled"
+    udfs = _planned_udfs(text)
+    which = f" (the plan's UDFs: {', '.join(udfs)})" if udfs else ""
+    where = _user_line(text)
+    at = f" The pipeline was built or run at {where}." if where else ""
     return Explanation(
         "Serialization: a Ray Data UDF cannot be shipped",
         "Ray Data could not send a function or callable class passed to map_batches, map, "
-        f"flat_map or filter to its workers: it captures{what} (a closure or a global it "
-        "uses). Nothing of the pipeline ran.",
+        f"flat_map or filter{which} to its workers: it captures{what} (a closure or a "
+        f"global it uses). Nothing of the pipeline ran.{at}",
         ("a connection, lock, client or open file made outside the UDF and used inside it",
          "a callable class's constructor arguments (fn_constructor_args) holding one"),
         ("the first 'FAIL serialization' line of Ray's dump names the type",),

@@ -44,6 +44,7 @@ def running_call(call: Call) -> dict[str, Any]:
         "call_id": call.call_id,
         "function": call.function,
         "kind": call.kind,
+        "operator": call.operator,  # a Ray Data UDF's
         "mode": call.mode,
         "task_id": call.task_id,
         "actor_id": call.actor_id,

@@ -71,6 +71,7 @@ _EVENT = msgspec.json.Decoder(LiveEvent).decode
 _STUCK = msgspec.json.Decoder(_Stuck).decode
 _NAMED = msgspec.json.Decoder(_Named).decode
 _FUNCTION = b'"function":"'
+_OPERATOR = b'"operator":"'
 _BAD = (msgspec.DecodeError, msgspec.ValidationError)
 
 
@@ -133,6 +134,7 @@ class LiveTally:
         self.failures: deque[dict[str, Any]] = deque(maxlen=FAILURES)
         self.processes: dict[int | None, tuple[int, str, str | None]] = {}  # rss, stamp, node
         self.events = 0
+        self.operators: dict[str, str] = {}  # a Ray Data UDF's function -> its operator
 
     def _aggregate(self, name: str) -> _Function:
         found = self.functions.get(name)
@@ -184,6 +186,8 @@ class LiveTally:
                 if not event.attempt:
                     aggregate = functions.get(event.function) or self._aggregate(event.function)
                     aggregate.started += 1
+                    if event.function not in self.operators and _OPERATOR in line:
+                        self._operator(event.function, line)
                 running[event.call_id] = [
                     event.function, event.timestamp, node, pid, event.task_id,
                     event.attempt or 0, None,
@@ -202,6 +206,13 @@ class LiveTally:
                 if stuck.call_id in running and stuck.stack and len(stuck.stack[-1]) > 1:
                     frame = stuck.stack[-1]
                     running[stuck.call_id][6] = f"{frame[0]}:{frame[1]}"
+
+    def _operator(self, function: str, line: bytes) -> None:
+        """The operator a Ray Data UDF's ``call.start`` names (read in place)."""
+        at = line.find(_OPERATOR) + len(_OPERATOR)
+        close = line.find(b'"', at)
+        if close > at and b"\\" not in line[at:close]:
+            self.operators[function] = line[at:close].decode("utf-8", "replace")
 
     def reap(self) -> None:
         """Calls whose process died are no longer running: counted as died."""
@@ -240,6 +251,7 @@ class LiveTally:
             "functions": functions,
             "oldest": [_flying(call_id, entry, now) for call_id, entry in self._oldest()],
             "failures": list(self.failures),
+            "operators": dict(self.operators),
             "processes": [
                 {"pid": pid, "rss_bytes": rss, "last": last, "node_id": node}
                 for pid, (rss, last, node) in self.processes.items()

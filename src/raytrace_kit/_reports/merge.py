@@ -23,6 +23,7 @@ from typing import Any
 
 from raytrace_kit._output.schema import Call, Stuck
 from raytrace_kit._reports.blocked import BlockedLoops
+from raytrace_kit._reports.data_ops import DataOps
 from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.driver import LONG_WAITS, DriverRecord, Site, Waited
 from raytrace_kit._reports.flights import flights, loops_of
@@ -95,9 +96,11 @@ def cluster_report(
     queues.killed = {task for part in queued for task in part["killed"]}
     queues.by_value.add(part["by_value"] for part in queued)  # large data passed by value
     blocked = BlockedLoops.merged(part["blocked"] for part in partials)
+    data = DataOps.merged(part["data"] for part in partials)
     return finish(
-        tally, driver, queues, flown, ray_logs, source=source, files=files, blocked=blocked
-    )
+        tally, driver, queues, flown, ray_logs, source=source, files=files, blocked=blocked,
+        data=data,
+    )  # fmt: skip
 
 
 def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, int], list[str]]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from raytrace_kit._reports.blocked import BlockedLoops, each
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls
+from raytrace_kit._reports.data_ops import DataOps
 from raytrace_kit._reports.deaths import find_ray_logs, worker_deaths
 from raytrace_kit._reports.driver import DRIVER_GLOB, Waited, read_driver
 from raytrace_kit._reports.joins import NodeQueues, join
@@ -111,10 +112,10 @@ class NodeReport:
         queues = self._queues = NodeQueues(joined=joined, since=since, until=until)
         waited = _ByKey({key: None for wait in waits for key in wait}) if waits else None
         tally = Tally(since, until, waited=waited, queues=queues)
-        line, blocked = StartLine(), BlockedLoops(since, until)
+        line, blocked, data = StartLine(), BlockedLoops(since, until), DataOps(since, until)
         others = each(queues.line, blocked.line)
         for files in distinct_processes(self.files):
-            tally.process(iter_calls(files, line, others), line)
+            tally.process(data.calls(iter_calls(files, line, others, data.event)), line)
         tally.names.pack()
         self._tally = tally
         return {
@@ -171,6 +172,7 @@ class NodeReport:
             "queues": queues.here({task_key(task) for task in tally.failed_tasks}),
             "stuck_status": tally.stuck_status,
             "blocked": blocked.to_dict(),
+            "data": data.to_dict(),
         }
 
     def split(self, offset: int, parts: int) -> list[dict[str, Any]]:

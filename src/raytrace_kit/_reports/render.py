@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytrace_kit._html import card, cell_name, page, pre, table
 from raytrace_kit._reports.charts import pictures
+from raytrace_kit._reports.data_findings import data_section
 from raytrace_kit._reports.frame_locals import traceback_with_locals
 
 if TYPE_CHECKING:
@@ -159,10 +160,13 @@ def sections(report: Report) -> list[Section]:
         found.append((
             _top("Slowest functions", len(report.slowest), report.overview.get("functions")),
             ("function", "calls", "p50", "p95", "max", "total", "share"),
-            [(s["function"], str(s["count"]), f"{s['p50_s']:.3f}s", f"{s['p95_s']:.3f}s",
+            [(s["function"] + (f" ({s['hot_line']})" if s.get("hot_line") else ""),
+              str(s["count"]), f"{s['p50_s']:.3f}s", f"{s['p95_s']:.3f}s",
               f"{s['max_s']:.3f}s", f"{s['total_s']:.2f}s", f"{s['share']:.0%}")
              for s in report.slowest], [],
         ))  # fmt: skip
+    if report.data_pipeline:
+        found.append(data_section(report.data_pipeline))
     if report.memory:
         found.append((
             _top("Memory per call", len(report.memory), report.overview.get("functions")),

@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._reports import render, rules
+from raytrace_kit._reports import render, rules, store_refs
 from raytrace_kit._reports.blocked import BlockedLoops, each, explained
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls
+from raytrace_kit._reports.data_findings import data_explained
+from raytrace_kit._reports.data_ops import DataOps
 from raytrace_kit._reports.deaths import (
     WorkerDeath,
     death_finding,
@@ -38,6 +40,7 @@ from raytrace_kit._reports.rules import (
     STRAGGLER_RATIO,
     straggler_floor,
 )
+from raytrace_kit._reports.samples import add_hot_lines
 from raytrace_kit._reports.session import Session, instant, open_session
 from raytrace_kit._reports.spread import spread
 from raytrace_kit._reports.tally import Tally, seconds
@@ -69,6 +72,8 @@ class Report:
     stuck: list[dict[str, Any]] = field(default_factory=list)
     # Async methods whose calls held their actor's event loop (call.blocked records).
     blocked_loops: list[dict[str, Any]] = field(default_factory=list)
+    # Ray Data's operators, in plan order: batches, time, rows, memory (data_ops.py).
+    data_pipeline: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-ready)."""
@@ -245,15 +250,17 @@ def report(
     driver = read_driver(session.driver_files())
     queues = Queues(joined=has_submissions(session.files), since=start, until=end)
     tally = Tally(start, end, waited=driver.wanted, queues=queues)
-    line, blocked = StartLine(), BlockedLoops(start, end)
+    line, blocked, data = StartLine(), BlockedLoops(start, end), DataOps(start, end)
     others = each(queues.line, blocked.line)
     for files in distinct_processes(session.files):
-        tally.process(iter_calls(files, line, others), line)
+        tally.process(data.calls(iter_calls(files, line, others, data.event)), line)
     flights = queues.results(tally.stuck_status.get)
-    return finish(
+    made = finish(
         tally, driver, queues, flights, RayLogs.here(session.root),
-        source=str(session.root), files=len(session.files), blocked=blocked,
+        source=str(session.root), files=len(session.files), blocked=blocked, data=data,
     )  # fmt: skip
+    add_hot_lines(made.slowest, session.sample_files())  # where the run was sampled
+    return made
 
 
 def finish(
@@ -266,6 +273,7 @@ def finish(
     source: str,
     files: int,
     blocked: BlockedLoops,
+    data: DataOps | None = None,
 ) -> Report:
     """The report of a tally that took in every call: its sections and findings.
 
@@ -292,6 +300,7 @@ def finish(
         "source": source,
         "files": files,
     }
+    data = data or DataOps()
     of_driver = driver.findings(tally.waited, flights["called"])
     said = {finding.subject for finding in of_driver}
     return Report(
@@ -300,22 +309,26 @@ def finish(
         interrupted=tally.interrupted,
         slowest=slowest,
         memory=_memory(tally),
-        findings=explained(
-            [
-                *of_driver,
-                *rules.tiny_tasks(tally),
-                *rules.stragglers(tally),
-                *rules.one_at_a_time(tally),
-                *rules.serializing_actors(
-                    tally, span, flights["actor_queues"], flights["actors_made"]
-                ),
-                *tally.leaks,
-                *deaths,
-                *rules.other_findings(tally),
-                *queues.findings(flights, _medians(tally, flights["queued"]), said),
-                *queues.by_value.findings(),
-                *blocked.findings(),
-            ]
+        findings=data_explained(
+            explained(
+                [
+                    *of_driver,
+                    *rules.tiny_tasks(tally),
+                    *rules.stragglers(tally),
+                    *rules.one_at_a_time(tally),
+                    *rules.serializing_actors(
+                        tally, span, flights["actor_queues"], flights["actors_made"]
+                    ),
+                    *tally.leaks,
+                    *deaths,
+                    *rules.other_findings(tally),
+                    *queues.findings(flights, _medians(tally, flights["queued"]), said),
+                    *queues.by_value.findings(),
+                    *blocked.findings(),
+                    *data.findings(),
+                    *store_refs.findings(driver.held),
+                ]
+            )
         ),
         charts=_charts(tally, span, spreads),
         driver=driver.overview() if driver.runs or driver.waits else {},
@@ -323,6 +336,7 @@ def finish(
         never_started=flights["never_started"],
         stuck=flights["stuck"],
         blocked_loops=blocked.rows(),
+        data_pipeline=data.rows(),
     )
 
 

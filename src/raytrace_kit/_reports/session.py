@@ -187,6 +187,12 @@ class Session:
             return []
         return sorted(self._search.rglob(DRIVER_GLOB))
 
+    def sample_files(self) -> list[Path]:
+        """The sampling profiler's files (``samples-*.jsonl``: ``sample=``), one per process."""
+        if not self._search.is_dir():
+            return []
+        return sorted(self._search.rglob("samples-*.jsonl"))
+
     def profiles(self) -> list[Path]:
         """The profile captures (``.bin``: memray, ``.prof``: cProfile), oldest first.
 

@@ -8,6 +8,7 @@ reasoning is :mod:`.waitfor`'s, the wording of the output :mod:`.stuck_render`'s
 from __future__ import annotations
 
 import os
+import sysconfig
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -166,14 +167,33 @@ def _short(flight: Flight) -> dict[str, Any]:
         "why": flight.why,
         "reason": flight.reason,
         "stack": flight.stack,
+        "operator": flight.operator,
     }
 
 
 def _where(stack: list[list[Any]]) -> str | None:
+    """The innermost frame of the user's own code (not the standard library's), as file:line."""
     if not stack:
         return None
-    frame = stack[-1]
+    frame = next((f for f in reversed(stack) if not _in_stdlib(str(f[0]))), stack[-1])
     return f"{frame[0]}:{frame[1]}"
+
+
+def _blocked_in(stack: list[list[Any]]) -> str | None:
+    """``wait() in threading.py:327`` when the innermost frame is the standard library's."""
+    if not stack or not _in_stdlib(str(stack[-1][0])):
+        return None
+    file, line, function = stack[-1][:3]
+    return f"{function}() in {os.path.basename(str(file))}:{line}"
+
+
+_STDLIB = tuple(
+    {os.path.realpath(sysconfig.get_paths()[name]) + os.sep for name in ("stdlib", "platstdlib")}
+)
+
+
+def _in_stdlib(file: str) -> bool:
+    return file.startswith(_STDLIB) and "-packages" not in file
 
 
 def build(
@@ -256,6 +276,7 @@ class _Found:
             if flight is None:
                 flight = self.running[call["call_id"]] = _running(call, now)
             flight.age_s = call["running_s"]
+            flight.operator = flight.operator or call.get("operator")
             _waits_on(flight, call.get("stack") or [], call.get("waiting_on"), "live")
         self.waits.extend(_outside_calls(answer))
         for held in answer.get("loops_held", []):
@@ -278,6 +299,7 @@ def _running(call: dict[str, Any], now: float) -> Flight:
         key=call["call_id"],
         function=call.get("function") or "?",
         kind=call.get("kind"),
+        operator=call.get("operator"),
         task_id=call.get("task_id"),
         call_id=call["call_id"],
         actor_id=call.get("actor_id"),
@@ -309,6 +331,7 @@ def _waits_on(
 ) -> None:
     flight.stack, flight.seen = [list(frame) for frame in stack], seen
     flight.where = _where(flight.stack) or flight.where
+    flight.blocked_in = _blocked_in(flight.stack)
     if waiting:
         flight.waiting_in = waiting.get("what")
         flight.waiting_refs = int(waiting.get("refs") or 0)

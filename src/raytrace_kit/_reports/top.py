@@ -41,6 +41,8 @@ class TopView:
     behind_bytes: int = 0
     problems: list[str] = field(default_factory=list)
     medians: dict[str, float] = field(default_factory=dict)
+    # Ray Data's operators whose UDFs ran: batches in flight, done, failed, per second.
+    operators: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-ready)."""
@@ -67,7 +69,9 @@ def merge(
     failures: list[dict[str, Any]] = []
     nodes: list[dict[str, Any]] = []
     events = behind = 0
+    operators: dict[str, str] = {}
     for state in states:
+        operators.update(state.get("operators") or {})
         events += state["events"]
         behind += state.get("behind", 0)
         for name, (running, submitted, started, done, failed, died, hist, slowest) in state[
@@ -97,7 +101,33 @@ def merge(
     view.events, view.behind_bytes, view.problems, view.medians = events, behind, problems, medians
     if before is not None and view.time > before.time:
         view.events_per_s = max(events - before.events, 0) / (view.time - before.time)
+    view.operators = _operators(view, operators, before)
     return view
+
+
+def _operators(
+    view: TopView, operators: dict[str, str], before: TopView | None
+) -> list[dict[str, Any]]:
+    """One row per Ray Data operator: its UDFs' batches in flight, done, failed, rate."""
+    done_before = {row["operator"]: row["done"] for row in (before.operators if before else [])}
+    elapsed = view.time - before.time if before is not None and view.time > before.time else 0
+    rows: dict[str, dict[str, Any]] = {}
+    for function in view.functions:
+        operator = operators.get(function["function"])
+        if operator is None or function["function"].endswith(".__init__"):
+            continue
+        row = rows.setdefault(operator, {
+            "operator": operator, "functions": [], "in_flight": 0, "done": 0, "failed": 0,
+            "p50_s": function["p50_s"], "per_s": None,
+        })  # fmt: skip
+        row["functions"].append(function["function"])
+        row["in_flight"] += function["running"]
+        row["done"] += function["done"]
+        row["failed"] += function["failed"]
+    for row in rows.values():
+        if elapsed and row["operator"] in done_before:
+            row["per_s"] = max(row["done"] - done_before[row["operator"]], 0) / elapsed
+    return sorted(rows.values(), key=lambda r: r["operator"])
 
 
 def _function_row(name: str, row: list[Any], bins: dict[int, int]) -> dict[str, Any]:
@@ -174,6 +204,14 @@ def sections(view: TopView) -> list[tuple[str, tuple[str, ...], list[tuple[str, 
         [(f["function"], str(f["running"]), str(f["pending"]), str(f["done"]), str(f["failed"]),
           _seconds(f["p50_s"]), _seconds(f["p95_s"])) for f in view.functions[:_ROWS]],
     ))  # fmt: skip
+    if view.operators:
+        found.append((
+            "Ray Data operators (their UDFs' batches)",
+            ("operator", "in flight", "done", "failed", "p50", "batches/s"),
+            [(o["operator"], str(o["in_flight"]), str(o["done"]), str(o["failed"]),
+              _seconds(o["p50_s"]), "-" if o["per_s"] is None else f"{o['per_s']:.1f}")
+             for o in view.operators[:_ROWS]],
+        ))  # fmt: skip
     if view.stragglers:
         found.append((
             "Stragglers (far beyond their function's median)",

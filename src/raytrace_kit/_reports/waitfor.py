@@ -69,13 +69,15 @@ class Flight:
     edges: list[str] = field(default_factory=list)
     stuck_reports: int = 0
     submission: dict[str, Any] | None = None
+    operator: str | None = None  # a Ray Data UDF's operator (``MapBatches(clean)``)
+    blocked_in: str | None = None  # the standard library's innermost frame: ``wait() in ...``
 
     def name(self) -> str:
         """The call as a person names it: function, and call id or task id."""
         short = self.function.rsplit(".", 2)
         shown = ".".join(short[-2:]) if self.kind in {"actor_method", "actor_init"} else short[-1]
         ident = f"call {self.call_id}" if self.call_id else f"task {(self.task_id or '?')[:16]}"
-        return f"{shown} ({ident})"
+        return f"{shown} ({ident})" + (f" in {self.operator}" if self.operator else "")
 
     def status(self) -> str:
         """``running 12.3 s`` or ``pending 4.0 s``."""
@@ -138,7 +140,8 @@ class Graph:
     def _running(self, flight: Flight) -> None:
         waited = [self.by_task[t] for t in flight.waiting_on if t in self.by_task]
         if flight.waiting_in is None:
-            flight.why = "running" + (f" at {flight.where}" if flight.where else "")
+            what = f"blocked in {flight.blocked_in}" if flight.blocked_in else "running"
+            flight.why = what + (f" at {flight.where}" if flight.where else "")
             return
         flight.reason = "waiting"
         if flight.waiting_in != "ray.wait" or flight.waiting_refs == 1:

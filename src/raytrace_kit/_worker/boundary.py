@@ -19,10 +19,9 @@ from raytrace_kit import _process, _registry
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output import encode, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
-from raytrace_kit._output.locals import failed_locals
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
-from raytrace_kit._worker import loops, parents, profilers, watch
+from raytrace_kit._worker import capture, loops, parents, profilers, sampler, watch
 from raytrace_kit._worker import state as worker_state
 
 __all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
@@ -44,6 +43,8 @@ class Boundary:
         "call",
         "cpu",
         "cpu_started",
+        "end_tail",
+        "inputs",
         "mode",
         "owner",
         "parent",
@@ -74,6 +75,7 @@ class Boundary:
         self.parent = parent
         self.same_task = same_task  # local mode: the call's Attempts (one task id for all)
         self.arguments = _shown(args, kwargs, fn, owner) if spec.options.log_args else None
+        self.inputs = (fn, args, kwargs, owner) if spec.options.capture else None  # for replay
         self.spec = spec
         self.owner = owner
         self.mode = mode
@@ -84,6 +86,7 @@ class Boundary:
         # Both clocks: the thread's, and the process's (all threads: a library's own too).
         self.cpu_started: tuple[float, float | None] | None = None
         self.cpu = cpu
+        self.end_tail = ""  # members the runner adds to call.end (a Ray Data batch's sizes)
 
     def __enter__(self) -> None:
         """Begin the call; :attr:`tracker` is memray's tracker to enter around the user's code.
@@ -131,6 +134,8 @@ class Boundary:
         state.running_calls[id(call)] = call
         if state.kit_thread is None:
             watch.start()  # once per process: stacks, stuck calls, submissions; never raises
+        if spec.options.sample is not None and state.sampler is None:
+            sampler.start(spec.options.sample)  # once per process; never raises
         if watch_after and watch_after < 4 * state.watch_period:
             watch.shorten(watch_after)
         if self.mode != "local" and (
@@ -214,8 +219,9 @@ class Boundary:
                     figures=(rss, private, max_rss),
                     process_cpu_s=process_cpu_s,
                 )
-                + ("" if exc is None else encode.locals_members(failed_locals(exc, self.spec)))
+                + ("" if exc is None else capture.failed(call, self.spec, self.inputs, exc))
                 + tail
+                + self.end_tail
             )
             writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
         except Exception as error:

@@ -60,6 +60,7 @@ def snapshot() -> dict[str, Any]:
                 "call_id": call.call_id,
                 "function": call.spec_fields["function"],
                 "kind": call.spec_fields["kind"],
+                "operator": call.spec_fields.get("operator"),  # a Ray Data UDF's
                 "mode": call.mode,
                 "task_id": call.task_id,
                 "actor_id": call.actor_id,

@@ -2,9 +2,10 @@
 
 The kit's thread (:mod:`.watch`) of each process that runs or submits instrumented calls
 blocks reading a named pipe (FIFO) in this node's log dir, mode 0600, and answers each
-request: the live stacks (:func:`.stacks.process_stacks`) or the snapshot ``stuck()``
-reads (:mod:`.snapshot`). A node-local helper task (:func:`ask`) writes the request and
-reads the answer from a reply file beside it.
+request: the live stacks (:func:`.stacks.process_stacks`), the snapshot ``stuck()``
+reads (:mod:`.snapshot`) or what the process's refs hold (:mod:`.held`). A node-local
+helper task (:func:`ask`) writes the request and reads the answer from a reply file
+beside it.
 
 Why this design: it changes nothing in the actor's own threads (no concurrency group,
 which would move methods off the main thread), installs no signal handler, opens no
@@ -27,6 +28,7 @@ from typing import Any
 
 from raytrace_kit import _process
 from raytrace_kit._output import paths, writer
+from raytrace_kit._worker import held
 from raytrace_kit._worker.snapshot import snapshot
 from raytrace_kit._worker.stacks import ProcessStacks, RunningCall, ThreadStack, process_stacks
 
@@ -83,6 +85,8 @@ def answer(directory: Path, request: dict[str, Any]) -> None:
     reply = directory / Path(str(request["reply"])).name  # only ever in this directory
     if request.get("kind") == "snapshot":
         answered: dict[str, Any] = snapshot()
+    elif request.get("kind") == "held":  # raytrace-kit memory: what this process's refs hold
+        answered = held.table()
     else:
         answered = _to_dict(process_stacks(all_frames=bool(request.get("all_frames"))))
     partial = reply.with_suffix(".part")

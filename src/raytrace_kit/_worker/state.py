@@ -19,6 +19,7 @@ from raytrace_kit import _registry
 if TYPE_CHECKING:
     from raytrace_kit._output.context import ActiveCall
     from raytrace_kit._worker.loops import Watched
+    from raytrace_kit._worker.sampler import Sampler
 
 __all__ = ["WorkerState", "state"]
 
@@ -37,6 +38,9 @@ class WorkerState:
         child the thread did not survive the fork, and the descriptor is the child's copy.
         """
         fd, self.wake_fd = getattr(self, "wake_fd", None), None
+        sampler = getattr(self, "sampler", None)
+        if sampler is not None:  # its thread ends at its next tick (none in a forked child)
+            sampler.stop()
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -47,6 +51,8 @@ class WorkerState:
         self.program_installed = False  # instrument()'s hooks, in a worker (see .boundary)
         # The kit's thread (see .watch): requests, stuck calls, submission batches.
         self.kit_thread: threading.Thread | None = None
+        # The sampling profiler (see .sampler), once a call asked for it.
+        self.sampler: Sampler | None = None
         self.watch_period = 3600.0  # seconds between its looks at the running calls
         self.stuck_after_default: float | None = None  # RAYTRACE_STUCK_AFTER, else 60 s
         # id(call) -> (call.stuck events written, running_s of the next one)
@@ -62,6 +68,8 @@ class WorkerState:
         self.large_objects: dict[int, tuple[weakref.ref[Any], int]] = {}
         self.large_serials = itertools.count(1)
         self.sizers: dict[type, tuple[Callable[[Any], int], str] | None] = {}  # per type
+        # The line of each ray.put of this process (see .held): object id -> (file, line).
+        self.put_sites: dict[bytes, tuple[str, int]] = {}
 
 
 state = WorkerState()

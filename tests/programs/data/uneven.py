@@ -1,0 +1,35 @@
+"""One UDF that fails on some batches, one with a batch far slower than the rest."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import ray
+
+
+def parse(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if batch["id"][0] in (30, 70):  # two blocks of bad rows
+        raise ValueError(f"bad row {batch['id'][0]}")
+    return batch
+
+
+def enrich(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if batch["id"][0] == 0:  # the one block with the heavy rows
+        time.sleep(1.5)
+    return batch
+
+
+def main() -> None:
+    ray.init(num_cpus=2)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.max_errored_blocks = 2  # the bad blocks are let through, the rest goes on
+    ds = ray.data.range(100, override_num_blocks=10).map_batches(parse)
+    ds = ds.map_batches(enrich, num_cpus=0.5)  # num_cpus: an operator of its own
+    print(sum(len(b["id"]) for b in ds.iter_batches(batch_size=None)))
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
