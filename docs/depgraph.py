@@ -195,7 +195,7 @@ def layers(edges: dict[str, set[str]]) -> dict[str, int]:
 
 
 def label(room: str, package_dir: Path) -> str:
-    """What a box says: ``_output/`` for a subpackage, ``cli.py`` for a module."""
+    """What a box says: ``_output/`` for a subpackage, ``_html.py`` for a module."""
     if room == INIT:
         return "__init__.py"
     return f"{room}/" if (package_dir / room).is_dir() else f"{room}.py"

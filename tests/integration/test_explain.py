@@ -303,7 +303,9 @@ class TestRayDataErrors:
         [
             ("captures a connection", "Serialization: a Ray Data UDF cannot be shipped",
              "it captures a sqlite3.Connection"),
-            ("raises on a batch", "A Ray Data UDF failed", "parse raised ValueError: bad row 7"),
+            ("raises on a batch", "A Ray Data UDF failed",
+             "parse raised ValueError: bad row 7 on a batch at {script}:3; Ray Data failed the "
+             "dataset after 1 of 1 attempt(s)"),
         ],
     )  # fmt: skip
     def test_explained_from_rays_output(
@@ -321,4 +323,4 @@ class TestRayDataErrors:
         done = helpers.run_cli("explain", stdin=ran.stderr)
         assert done.returncode == 0, done.stdout
         assert done.stdout.startswith(f"{kind}: "), done.stdout
-        assert words in done.stdout.splitlines()[0]
+        assert words.format(script=script) in done.stdout.splitlines()[0]

@@ -168,3 +168,20 @@ class TestSkewAndFailures:
         every = [_batch("MapBatches(p)", "app.p", i, 0.01, status="error", error_type="E")
                  for i in range(3)]  # fmt: skip
         assert _ops(every, []).findings() == []  # all fail: the failures section says it
+
+
+class TestGenericFindingsStepAside:
+    def test_rules_of_submitted_tasks_do_not_judge_udf_batches(self) -> None:
+        tiny = Finding("Tasks too small", "e", "f", "tiny_tasks", "app.add_one")
+        serial = Finding("One actor serializes the work", "e", "f", "serializing_actor",
+                         "app.Hoarder")  # fmt: skip
+        retried = Finding("Retries hide flaky functions", "e", "f", "flaky_retries",
+                          "app.Hoarder.__call__")  # fmt: skip
+        users = Finding("Tasks too small", "e", "f", "tiny_tasks", "app.score")
+        udfs = {"app.add_one", "app.Hoarder"}
+        assert data_explained([tiny, serial, retried, users], udfs) == [users]
+
+    def test_the_udfs_are_named_as_planned_and_as_called(self) -> None:
+        plan = [_planned("MapBatches(Embed)", ["ReadRange"], "app.Embed", "actors")]
+        call = _batch("MapBatches(Embed)", "app.Embed.__call__", 1, 0.01, kind="actor_method")
+        assert _ops([call], plan).udfs() == {"app.Embed", "app.Embed.__call__"}

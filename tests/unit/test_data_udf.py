@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from raytrace_kit._worker import data_udf
+from raytrace_kit._worker.data_class import data_class
 
 
 def clean(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -87,7 +88,7 @@ class TestFunctions:
 
 class TestClasses:
     def test_the_subclass_looks_like_the_users_class(self) -> None:
-        made = data_udf.data_class(AddOffset, data_udf.Specs("m.AddOffset"))
+        made = data_class(AddOffset, data_udf.Specs("m.AddOffset"))
         assert (made.__name__, made.__qualname__, made.__module__) == (
             "AddOffset",
             "AddOffset",
@@ -101,9 +102,9 @@ class TestClasses:
 
     def test_call_kind_is_kept(self) -> None:
         specs = data_udf.Specs("m")
-        assert not inspect.iscoroutinefunction(data_udf.data_class(AddOffset, specs).__call__)
-        tagger = data_udf.data_class(Tagger, specs)
+        assert not inspect.iscoroutinefunction(data_class(AddOffset, specs).__call__)
+        tagger = data_class(Tagger, specs)
         assert inspect.iscoroutinefunction(tagger.__call__)  # Ray Data runs it on its loop
         assert asyncio.run(tagger()({"a": 1})) == {"a": 1, "tag": 1}
-        assert inspect.isasyncgenfunction(data_udf.data_class(Streamer, specs).__call__)
-        assert data_udf.data_class(Tagger, specs).__call__.__qualname__ == "Tagger.__call__"
+        assert inspect.isasyncgenfunction(data_class(Streamer, specs).__call__)
+        assert data_class(Tagger, specs).__call__.__qualname__ == "Tagger.__call__"

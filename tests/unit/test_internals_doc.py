@@ -70,7 +70,7 @@ def documented_imports(text: str) -> dict[str, set[str]]:
 
 
 def _room(label: str) -> str:
-    """``_output/`` or ``cli.py`` (as the doc and the picture write rooms) → the room's name."""
+    """``_output/`` or ``_html.py`` (as the doc and the picture write rooms) → the room's name."""
     return label.removesuffix("/").removesuffix(".py")
 
 

@@ -138,3 +138,24 @@ class TestMergedView:
         second = merge("c", [state], first, [])
         assert first.events_per_s is None
         assert second.events_per_s == 5.0
+
+    def test_alike_failures_are_one_row_with_their_count(self, tmp_path: Path) -> None:
+        one, two = tmp_path / "a", tmp_path / "b"
+        one.mkdir()
+        two.mkdir()
+        a, b = EventFile(one, 11, node=NODE_A), EventFile(two, 12, node=NODE_B)
+        for i in range(12):  # nineteen alike failures are one row: 12 + 7 on two nodes
+            a.start(f"a{i:015x}", "jobs.fit", at=KNOWN_START + i)
+            a.end(f"a{i:015x}", ValueError(f"bad shard {i}"), at=KNOWN_START + i + 0.5)
+        for i in range(7):
+            b.start(f"b{i:015x}", "jobs.fit", at=KNOWN_START + 20 + i)
+            b.end(f"b{i:015x}", ValueError(f"bad shard {i}"), at=KNOWN_START + 20 + i + 0.5)
+        b.start("c" * 16, "jobs.load", at=KNOWN_START + 30)
+        b.end("c" * 16, KeyError("k"), at=KNOWN_START + 31)
+        view = merge("c", [_look(LiveTally(), Cursor(d)) for d in (one, two)], None, [])
+        groups = [(g["function"], g["error_type"], g["count"]) for g in view.failure_groups]
+        assert groups == [("jobs.load", "KeyError", 1), ("jobs.fit", "ValueError", 19)]
+        (fit,) = [g for g in view.failure_groups if g["function"] == "jobs.fit"]
+        assert fit["example"]["error"] == "ValueError: bad shard 6"  # the latest one
+        rows = [line for line in str(view).splitlines() if "jobs.fit" in line and "19" in line]
+        assert rows, str(view)  # one row in the text, with its count

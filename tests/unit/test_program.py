@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import raytrace_kit
-from raytrace_kit._driver import launch, program
+from raytrace_kit._driver import program
 from raytrace_kit._options import Program
+from raytrace_kit.cli import run as run_command
 from raytrace_kit.exceptions import InvalidOptionError
 
 
@@ -89,7 +90,7 @@ class TestRunArguments:
         ],
     )  # fmt: skip
     def test_split(self, argv: list[str], own: list[str], rest: list[str]) -> None:
-        assert launch.split_argv(argv) == (own, rest)
+        assert run_command.split_argv(argv) == (own, rest)
 
 
 class TestArgumentsShown:

@@ -14,7 +14,6 @@ from types import FrameType
 import pytest
 
 from raytrace_kit import InvalidOptionError
-from raytrace_kit._driver import launch
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit._output.samples import SamplesFile
@@ -22,6 +21,7 @@ from raytrace_kit._reports.samples import read_samples
 from raytrace_kit._worker import state as worker_state
 from raytrace_kit._worker.sampler import Sampler
 from raytrace_kit._worker.waiting import is_waiting
+from raytrace_kit.cli import run as run_command
 from tests import helpers
 
 
@@ -136,7 +136,7 @@ class TestSampleOption:
         from raytrace_kit.cli import _parser  # noqa: PLC0415
 
         for argv, rate in ((["run", "--sample", "app.py"], True), (["run", "--sample=250"], 250)):
-            ours, rest = launch.split_argv(argv)
+            ours, rest = run_command.split_argv(argv)
             assert _parser().parse_args(ours).sample == rate
             assert rest == argv[2:]
 

@@ -226,3 +226,29 @@ class TestStragglers:
         """Fewer than five finished calls to compare with: nothing is named."""
         found = report([running("app.step", ago=100)], [], durations={"app.step": [0.1] * 3})
         assert found.stragglers == []
+
+
+class TestWhereARunningCallIs:
+    """The user's own line, and what it is blocked in when its frames say so."""
+
+    def _why(self, stack: list[list[Any]]) -> tuple[str | None, str]:
+        call = running("app.f")
+        (flight,) = report([call], [], snapshots=[{**live(call, 1), "stack": stack}]).flights
+        return flight.where, flight.why
+
+    def test_a_blocking_call_into_c_on_the_users_line(self) -> None:
+        where, why = self._why([["/app/job.py", 12, "f", "time.sleep(40)"]])
+        assert (where, why) == ("/app/job.py:12", "blocked in sleep() at /app/job.py:12")
+
+    def test_the_standard_librarys_frame_is_not_where_but_what(self) -> None:
+        stdlib = __import__("threading").__file__
+        where, why = self._why([
+            ["/app/job.py", 7, "f", "event.wait()"], [stdlib, 327, "wait", "waiter.acquire()"],
+        ])  # fmt: skip
+        assert where == "/app/job.py:7"
+        assert why == "blocked in wait() in threading.py:327 at /app/job.py:7"
+
+    def test_a_line_that_computes_is_running(self) -> None:
+        assert self._why([["/app/job.py", 9, "f", "total += x * x"]])[1] == (
+            "running at /app/job.py:9"
+        )

@@ -41,6 +41,7 @@ from raytrace_kit._ray_compat import data as data_compat
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
 from raytrace_kit._worker import data_udf
+from raytrace_kit._worker.data_class import data_class
 
 __all__ = ["install"]
 
@@ -134,8 +135,10 @@ def _take(
     udf: Any, method: str, kwargs: dict[str, Any], *, rows: bool
 ) -> tuple[Any, Callable[[Any], None]] | None:
     """The UDF to give Ray Data instead of ``udf``, and what to do with the dataset made."""
-    if udf is None or getattr(udf, data_udf.MARK, None) is not None:
-        return None  # an expression (filter(expr=...)), or the kit's already
+    if udf is None or not callable(udf) or getattr(udf, data_udf.MARK, None) is not None:
+        # An expression (filter(expr=...)), no UDF at all (Ray Data raises its own
+        # ValueError for add_column("id", 0)), or the kit's already.
+        return None
     target, options = _unwrapped(udf)
     if options is None or not options.log:
         return None if target is udf else (target, lambda _dataset: None)
@@ -144,7 +147,7 @@ def _take(
         _check(target, name, method, kwargs)
     specs = data_udf.Specs(name)
     if isinstance(target, type):
-        replacement: Any = data_udf.data_class(target, specs, rows=rows)
+        replacement: Any = data_class(target, specs, rows=rows)
     else:
         replacement = (data_udf.row_function if rows else data_udf.batch_function)(target, specs)
     site = _call_site()

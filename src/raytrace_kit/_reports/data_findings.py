@@ -177,22 +177,30 @@ def failing(rows: list[dict[str, Any]]) -> list[Finding]:
     return found
 
 
-def data_explained(findings: list[Finding]) -> list[Finding]:
-    """``findings`` less the generic ones a Ray Data finding says better, of the same UDF.
+# Generic findings whose evidence a Ray Data UDF's batches give without the problem: a
+# batch is no task the user submitted (tiny, one at a time, queued), an actor pool's actor
+# runs one batch at a time by design (concurrency= is the fix, not an ActorPool), a batch
+# after a failed one in the same task is no retry, and the skew finding says stragglers.
+_NOT_FOR_UDFS = frozenset(
+    {"tiny_tasks", "one_at_a_time", "queued", "serializing_actor", "flaky_retries", "straggler"}
+)
 
-    A UDF's batches are calls: a memory finding of its operator and "memory grows call
-    after call" are one problem, as are a skewed batch and that call as a straggler.
+
+def data_explained(findings: list[Finding], udfs: set[str] | None = None) -> list[Finding]:
+    """``findings`` less the generic ones that do not fit Ray Data's UDFs (``udfs``).
+
+    A UDF's batches are calls, but not the user's submissions: the rules of tasks and
+    actors the user runs step aside for them (see ``_NOT_FOR_UDFS``); a memory finding of
+    its operator and "memory grows call after call" are one problem, said once.
     """
+    udfs = udfs or set()
     grows = {f.subject for f in findings if f.kind == "data_memory"}
-    skews = {f.subject for f in findings if f.kind == "data_skew"}
-    if not grows and not skews:
-        return findings
     return [
         f
         for f in findings
         if not (
-            (f.kind == "leak" and all(_of(name, grows) for name in f.subject.split(", ")))
-            or (f.kind == "straggler" and _of(f.subject, skews))
+            (f.kind in _NOT_FOR_UDFS and _of(f.subject, udfs))
+            or (f.kind == "leak" and all(_of(name, grows) for name in f.subject.split(", ")))
         )
     ]
 
@@ -205,7 +213,9 @@ def data_section(rows: list[dict[str, Any]]) -> tuple[Any, ...]:
         failed = f" ({row['failed']} failed)" if row["failed"] else ""
         ran = f"{row['rows_in']:,} rows" if per_row else f"{row['batches']:,} batches{failed}"
         out = "?" if row["rows_out"] is None else f"{row['rows_out']:,}"
-        rows_text = f"{row['rows_in']:,}" if per_row else f"{row['rows_in']:,} > {out}"
+        if per_row:  # map keeps every row; filter and flat_map say nothing of theirs
+            out = f"{row['rows_in']:,}" if row["method"] == "map" else "?"
+        rows_text = f"{row['rows_in']:,} > {out}"
         growth = row["growth_p50_bytes"]
         times = (
             ("", "", "")

@@ -58,7 +58,7 @@ def _operator() -> dict[str, Any]:
         "per_row": False, "batch_size": None, "site": None, "batches": 0, "failed": 0,
         "errors": {}, "durations": [], "rows_in": 0, "rows_out": 0, "bytes_in": 0,
         "bytes_out": 0, "growth": [], "workers": set(), "physical": set(), "inits": 0,
-        "rows": 0, "rows_s": 0.0, "grown": [], "sized_out": 0,
+        "rows": 0, "rows_s": 0.0, "grown": [], "sized_out": 0, "called": set(),
     }  # fmt: skip
 
 
@@ -116,6 +116,7 @@ class DataOps:
     def _take(self, call: Call, series: dict[str, list[int]]) -> None:
         op = self._of(call.operator or "")
         op["function"] = op["function"] or call.function
+        op["called"].add(call.function)
         if call.kind == "actor_init":
             op["inits"] += 1
             return
@@ -147,7 +148,12 @@ class DataOps:
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """As plain data, to merge elsewhere (a node's part of a cluster's report)."""
         return {
-            name: {**op, "workers": sorted(op["workers"]), "physical": sorted(op["physical"])}
+            name: {
+                **op,
+                "workers": sorted(op["workers"]),
+                "physical": sorted(op["physical"]),
+                "called": sorted(op["called"]),
+            }
             for name, op in self.operators.items()
         }
 
@@ -165,6 +171,7 @@ class DataOps:
                     mine[key].extend(op[key])
                 mine["workers"].update(op["workers"])
                 mine["physical"].update(op["physical"])
+                mine["called"].update(op["called"])
                 for error, count in op["errors"].items():
                     mine["errors"][error] = mine["errors"].get(error, 0) + count
                 if op["planned"] is not None:
@@ -173,6 +180,13 @@ class DataOps:
                         mine[key] = op[key]
                 mine["function"] = mine["function"] or op["function"]
         return merged
+
+    def udfs(self) -> set[str]:
+        """The functions of every UDF: as planned (a class's name) and as called (methods)."""
+        found = {op["function"] for op in self.operators.values() if op["function"]}
+        for op in self.operators.values():
+            found.update(op["called"])
+        return found
 
     def _order(self) -> list[str]:
         """The operators in plan order: each after its inputs, then as they were built."""

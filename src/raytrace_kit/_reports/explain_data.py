@@ -24,6 +24,8 @@ _OPERATOR = re.compile(r"\b(?P<op>MapBatches|MapRows|Map|FlatMap|Filter|AddColum
                        r"Project|Write\w*)\((?P<udf>[^()]*)\)")  # fmt: skip
 _DATA_TASK = re.compile(r"ray::(?P<name>[\w<>]+(?:\([^()]*\))?(?:->[\w<>]+(?:\([^()]*\))?)*)\(\)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_FRAME_IN = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>[\w<>]+)')
+_ATTEMPTS = re.compile(r"after (\d+)/(\d+) attempts")
 _BUILDS = re.compile(r"\.(?:map_batches|map|flat_map|filter|add_column|map_groups)\(")
 _UNPICKLABLE = re.compile(r"cannot pickle '(?P<type>[^']+)' object")
 _RAISED = re.compile(r"^(?:[\w.]+\.)?(?P<name>[A-Za-z_]\w*): (?P<message>.*)$", re.MULTILINE)
@@ -128,10 +130,16 @@ def _udf_failed(text: str, named: str) -> Explanation:
     raised = [m for m in _RAISED.finditer(text) if "UserCodeException" not in m["name"]]
     cause = next((m for m in raised if m["name"] not in {"RayTaskError"}), None)
     said = f"{cause['name']}: {cause['message']}" if cause else "an exception"
+    tries = _ATTEMPTS.search(text)
+    if tries:
+        attempts = f"after {tries[1]} of {tries[2]} attempt(s)"
+    else:
+        attempts = "after the attempts configured"
+    where = _udf_line(text, named)
+    at = f" at {where}" if where else ""
     return Explanation(
         "A Ray Data UDF failed",
-        f"{named} raised {said} on a batch; Ray Data retried it as configured, then failed "
-        "the dataset.",
+        f"{named} raised {said} on a batch{at}; Ray Data failed the dataset {attempts}.",
         ("a batch the UDF does not expect (an empty batch, a missing column, a bad value)",),
         ("the traceback's first part: the last frame of your UDF is where it raised",),
         ("reproduce it on one batch here: batch = ds.take_batch(); then call the UDF on it "
@@ -139,3 +147,13 @@ def _udf_failed(text: str, named: str) -> Explanation:
          "to let a few bad blocks through instead: "
          "DataContext.get_current().max_errored_blocks = N"),
     )  # fmt: skip
+
+
+def _udf_line(text: str, named: str) -> str | None:
+    """``file:line`` of the innermost frame of a named UDF in the traceback, if any."""
+    udfs = {name.strip() for name in named.split(",")}
+    found = None
+    for frame in _FRAME_IN.finditer(text):
+        if frame["function"] in udfs:
+            found = f"{frame['file']}:{frame['line']}"
+    return found

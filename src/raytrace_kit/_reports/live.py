@@ -135,6 +135,8 @@ class LiveTally:
         self.processes: dict[int | None, tuple[int, str, str | None]] = {}  # rss, stamp, node
         self.events = 0
         self.operators: dict[str, str] = {}  # a Ray Data UDF's function -> its operator
+        # (function, error type) -> [failures, the latest]: nineteen alike failures, one row
+        self.failure_kinds: dict[tuple[str, str], list[Any]] = {}
 
     def _aggregate(self, name: str) -> _Function:
         found = self.functions.get(name)
@@ -165,7 +167,13 @@ class LiveTally:
                 aggregate = functions.get(event.function) or self._aggregate(event.function)
                 if event.status == "error":
                     aggregate.failed += 1
-                    self.failures.append(_failure(event, node, pid))
+                    failure = _failure(event, node, pid)
+                    self.failures.append(failure)
+                    alike = self.failure_kinds.setdefault(
+                        (event.function, event.error_type or "?"), [0, failure]
+                    )
+                    alike[0] += 1
+                    alike[1] = failure
                 else:
                     aggregate.done += 1
                 if event.rss_bytes is not None:
@@ -252,6 +260,7 @@ class LiveTally:
             "oldest": [_flying(call_id, entry, now) for call_id, entry in self._oldest()],
             "failures": list(self.failures),
             "operators": dict(self.operators),
+            "failure_kinds": [[*key, n, latest] for key, (n, latest) in self.failure_kinds.items()],
             "processes": [
                 {"pid": pid, "rss_bytes": rss, "last": last, "node_id": node}
                 for pid, (rss, last, node) in self.processes.items()

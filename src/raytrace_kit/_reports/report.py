@@ -328,7 +328,8 @@ def finish(
                     *data.findings(),
                     *store_refs.findings(driver.held),
                 ]
-            )
+            ),
+            data.udfs(),
         ),
         charts=_charts(tally, span, spreads),
         driver=driver.overview() if driver.runs or driver.waits else {},

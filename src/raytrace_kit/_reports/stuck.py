@@ -8,6 +8,7 @@ reasoning is :mod:`.waitfor`'s, the wording of the output :mod:`.stuck_render`'s
 from __future__ import annotations
 
 import os
+import re
 import sysconfig
 import time
 from dataclasses import asdict
@@ -180,11 +181,24 @@ def _where(stack: list[list[Any]]) -> str | None:
 
 
 def _blocked_in(stack: list[list[Any]]) -> str | None:
-    """``wait() in threading.py:327`` when the innermost frame is the standard library's."""
-    if not stack or not _in_stdlib(str(stack[-1][0])):
+    """What a running call is blocked in, where its frames say so.
+
+    ``wait() in threading.py:327`` when the innermost frame is the standard library's;
+    ``sleep()`` when the user's own line is a blocking call into C (``time.sleep(40)``, a
+    lock's ``acquire()``: no Python frame below it); else ``None`` (it runs).
+    """
+    if not stack:
         return None
     file, line, function = stack[-1][:3]
-    return f"{function}() in {os.path.basename(str(file))}:{line}"
+    if _in_stdlib(str(file)):
+        return f"{function}() in {os.path.basename(str(file))}:{line}"
+    source = str(stack[-1][3]) if len(stack[-1]) > 3 else ""
+    called = _BLOCKING.findall(source)
+    return f"{called[-1]}()" if called else None
+
+
+# The calls into C that block a thread: what the user's own line calls when it waits.
+_BLOCKING = re.compile(r"\b(sleep|acquire|wait|join|recv|recv_into|accept|select|poll|read)\(")
 
 
 _STDLIB = tuple(

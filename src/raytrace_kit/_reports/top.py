@@ -43,6 +43,8 @@ class TopView:
     medians: dict[str, float] = field(default_factory=dict)
     # Ray Data's operators whose UDFs ran: batches in flight, done, failed, per second.
     operators: list[dict[str, Any]] = field(default_factory=list)
+    # The failures alike (one function, one error type) once: how many, and the latest.
+    failure_groups: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-ready)."""
@@ -70,8 +72,14 @@ def merge(
     nodes: list[dict[str, Any]] = []
     events = behind = 0
     operators: dict[str, str] = {}
+    kinds: dict[tuple[str, str], list[Any]] = {}
     for state in states:
         operators.update(state.get("operators") or {})
+        for function, error_type, count, latest in state.get("failure_kinds") or ():
+            kind = kinds.setdefault((function, error_type), [0, latest])
+            kind[0] += count
+            if latest["ended"] > kind[1]["ended"]:
+                kind[1] = latest
         events += state["events"]
         behind += state.get("behind", 0)
         for name, (running, submitted, started, done, failed, died, hist, slowest) in state[
@@ -102,6 +110,14 @@ def merge(
     if before is not None and view.time > before.time:
         view.events_per_s = max(events - before.events, 0) / (view.time - before.time)
     view.operators = _operators(view, operators, before)
+    view.failure_groups = sorted(
+        (
+            {"function": f, "error_type": t, "count": n, "example": latest}
+            for (f, t), (n, latest) in kinds.items()
+        ),
+        key=lambda g: g["example"]["ended"],
+        reverse=True,
+    )[:_ROWS]
     return view
 
 
@@ -226,7 +242,14 @@ def sections(view: TopView) -> list[tuple[str, tuple[str, ...], list[tuple[str, 
             [(c["function"], _seconds(c["running_s"]), (c["node_id"] or "?")[:12], str(c["pid"]),
               (c["task_id"] or "")[:16], c.get("where") or "") for c in view.oldest],
         ))  # fmt: skip
-    if view.failures:
+    if view.failure_groups:  # alike failures once: the latest, and how many
+        found.append((
+            "Latest failures", ("latest (UTC)", "function", "times", "node", "pid", "error"),
+            [(_clock(g["example"]["ended"]), g["function"], str(g["count"]),
+              (g["example"]["node_id"] or "?")[:12], str(g["example"]["pid"]),
+              g["example"]["error"]) for g in view.failure_groups],
+        ))  # fmt: skip
+    elif view.failures:
         found.append((
             "Latest failures", ("time (UTC)", "function", "node", "pid", "error"),
             [(_clock(f["ended"]), f["function"], (f["node_id"] or "?")[:12], str(f["pid"]),

@@ -185,8 +185,9 @@ class Boundary:
         call = self.call
         if call is not None:
             worker_state.state.running_calls.pop(id(call), None)
-            if exc is not None and self.mode != "local" and call.call_id is not None:
-                _process.failed_here(call.task_id, call.attempt)  # its retry: the next
+            # Its retry is the next attempt; not a Ray Data batch's (its task runs many).
+            if exc is not None and self.mode != "local" and self.spec.operator is None:
+                _process.failed_here(call.task_id, call.attempt)
         tail = ""
         if self.profile is not None:
             try:

@@ -6,14 +6,13 @@ user's UDF; Ray Data pickles it with its plan and calls it in its own map tasks 
 - A function given to ``map_batches``, ``map_groups`` or ``add_column``: a
   :class:`BatchFunction`. Each batch is one call (``call.start``/``call.end``, as a task's),
   with its operator, and ``call.end`` gains the batch's rows and bytes in and out.
-- A callable class: a subclass made by :func:`data_class`, named as the user's class, whose
-  ``__init__`` is one call per actor and whose ``__call__`` is one call per batch. Its
-  ``__call__`` is sync, a coroutine or an async generator as the user's is: Ray Data picks
-  how to run a UDF by that.
+- A callable class: a subclass made by :func:`~raytrace_kit._worker.data_class.data_class`,
+  named as the user's class, whose ``__init__`` is one call per actor and whose ``__call__``
+  is one call per batch.
 - A function given per row (``map``, ``flat_map``, ``filter``): a :class:`RowFunction`.
   A call per row would cost more than most rows take, so rows are counted, timed and
-  written as one ``data.rows`` event per second of work (or 10,000 rows) in each process;
-  a row that fails is written as a call, with its traceback and locals.
+  written as one ``data.rows`` event per tenth of a second (or 10,000 rows) in each
+  process; a row that fails is written as a call, with its traceback and locals.
 
 Ray Data's results, errors and batch formats pass through untouched: the UDF's exception
 reaches Ray Data's own handling as it was raised.
@@ -24,11 +23,12 @@ from __future__ import annotations
 import atexit
 import functools
 import inspect
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
-from raytrace_kit import _process
+from raytrace_kit import _process, _registry
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output import writer
 from raytrace_kit._ray_compat import data as data_compat
@@ -38,14 +38,18 @@ __all__ = [
     "MARK",
     "Specs",
     "batch_function",
-    "data_class",
     "flush_rows",
     "row_function",
+    "run_batch",
+    "run_batch_async",
+    "run_batch_async_generator",
+    "run_batch_generator",
+    "run_row",
     "sizes",
 ]
 
 _LAST_OP: list[str | None] = [None]
-_ROWS_FLUSH_S = 1.0
+_ROWS_FLUSH_S = 0.1
 _ROWS_FLUSH_COUNT = 10_000
 
 
@@ -105,11 +109,17 @@ def run_batch(  # noqa: PLR0917 -- the boundary's parameters and the batch's
     batch: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    owner: int | None = None,
+    instance: Any = None,
 ) -> Any:
-    """One batch through ``fn`` as one call; its rows and bytes on ``call.end``."""
+    """One batch through ``fn`` as one call; its rows and bytes on ``call.end``.
+
+    ``instance``: a callable class's, for ``fn`` its class's ``__call__`` (the call's
+    ``self``: what locals and replay see first).
+    """
     within = sizes(batch)
-    call = boundary.Boundary(spec, fn, (batch, *args), kwargs, owner)
+    given = (batch, *args) if instance is None else (instance, batch, *args)
+    owner = None if instance is None else id(instance)
+    call = boundary.Boundary(spec, fn, given, kwargs, owner)
     with call:
         call.end_tail = _data_members(*within, None, None)  # a failed batch: its input
         if (tracker := call.tracker) is not None:
@@ -118,7 +128,7 @@ def run_batch(  # noqa: PLR0917 -- the boundary's parameters and the batch's
             except Exception as exc:
                 tracker = call.not_tracked(exc)
         try:
-            result = fn(batch, *args, **kwargs)
+            result = fn(*given, **kwargs)
         finally:
             if tracker is not None:
                 call.untrack(tracker)
@@ -132,15 +142,17 @@ def run_batch_generator(  # noqa: PLR0917 -- as run_batch()
     batch: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    owner: int | None = None,
+    instance: Any = None,
 ) -> Generator[Any, Any, Any]:
     """A UDF that yields its output batches: one call that ends when it is exhausted."""
     within = sizes(batch)
-    call = boundary.Boundary(spec, fn, (batch, *args), kwargs, owner, cpu=False)
+    given = (batch, *args) if instance is None else (instance, batch, *args)
+    owner = None if instance is None else id(instance)
+    call = boundary.Boundary(spec, fn, given, kwargs, owner, cpu=False)
     with call:
         out: tuple[int | None, int | None] = (0, 0)
         call.end_tail = _data_members(*within, None, None)
-        for item in fn(batch, *args, **kwargs):
+        for item in fn(*given, **kwargs):
             out = _add(out, sizes(item))
             call.end_tail = _data_members(*within, *out)
             yield item
@@ -152,14 +164,15 @@ async def run_batch_async(  # noqa: PLR0917 -- as run_batch()
     batch: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    owner: int | None = None,
+    instance: Any = None,
 ) -> Any:
     """An ``async def __call__`` of a callable class: one call per batch."""
     within = sizes(batch)
-    call = boundary.Boundary(spec, fn, (batch, *args), kwargs, owner, cpu=False)
+    given = (instance, batch, *args)
+    call = boundary.Boundary(spec, fn, given, kwargs, id(instance), cpu=False)
     with call:
         call.end_tail = _data_members(*within, None, None)
-        result = await fn(batch, *args, **kwargs)
+        result = await fn(*given, **kwargs)
         call.end_tail = _data_members(*within, *sizes(result))
         return result
 
@@ -170,15 +183,16 @@ async def run_batch_async_generator(  # noqa: PLR0917 -- as run_batch()
     batch: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    owner: int | None = None,
+    instance: Any = None,
 ) -> AsyncIterator[Any]:
     """An async generator ``__call__``: one call that ends when it is exhausted."""
     within = sizes(batch)
-    call = boundary.Boundary(spec, fn, (batch, *args), kwargs, owner, cpu=False)
+    given = (instance, batch, *args)
+    call = boundary.Boundary(spec, fn, given, kwargs, id(instance), cpu=False)
     with call:
         out: tuple[int | None, int | None] = (0, 0)
         call.end_tail = _data_members(*within, None, None)
-        async for item in fn(batch, *args, **kwargs):
+        async for item in fn(*given, **kwargs):
             out = _add(out, sizes(item))
             call.end_tail = _data_members(*within, *out)
             yield item
@@ -244,12 +258,12 @@ def row_function(fn: Callable[..., Any], specs: Specs) -> Callable[..., Any]:
         spec = specs.call
         if spec is None:
             return fn(row, *args, **kwargs)
-        return _run_row(spec, fn, row, args, kwargs)
+        return run_row(spec, fn, row, args, kwargs)
 
     return _named_like(udf, fn)
 
 
-def _run_row(
+def run_row(
     spec: CallSpec, fn: Callable[..., Any], row: Any, args: tuple[Any, ...], kwargs: Any
 ) -> Any:
     started = time.perf_counter()
@@ -276,40 +290,67 @@ def _row_failed(
 
 
 class _Rows:
-    """The rows each row UDF of this process ran since its last ``data.rows`` event."""
+    """The rows each row UDF of this process ran since its last ``data.rows`` event.
+
+    Written every :data:`_ROWS_FLUSH_S` (by a thread of its own, so the last rows of a
+    worker that then idles are written too) or :data:`_ROWS_FLUSH_COUNT` rows, and at exit.
+    """
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # (function, operator) -> [rows, seconds, the physical operator]
         self.counts: dict[tuple[str, str | None], list[Any]] = {}
-        self.flushed = time.perf_counter()
         self.pending = 0
-        self.registered = False
+        self.thread: threading.Thread | None = None
 
     def add(self, spec: CallSpec, seconds: float) -> None:
         key = (spec.function, spec.operator)
-        entry = self.counts.get(key)
-        if entry is None:
-            if not self.registered:  # what is counted last is written as the worker exits
-                self.registered = True
-                atexit.register(flush_rows)
-            entry = self.counts[key] = [0, 0.0, spec]
-        entry[0] += 1
-        entry[1] += seconds
-        self.pending += 1
-        if self.pending >= _ROWS_FLUSH_COUNT or time.perf_counter() - self.flushed >= _ROWS_FLUSH_S:
+        with self.lock:
+            entry = self.counts.get(key)
+            if entry is None:
+                entry = self.counts[key] = [0, 0.0, data_compat.current_operator()]
+                if self.thread is None:
+                    self._start()
+            entry[0] += 1
+            entry[1] += seconds
+            self.pending += 1
+            due = self.pending >= _ROWS_FLUSH_COUNT
+        if due:
             self.flush()
 
+    def _start(self) -> None:
+        atexit.register(flush_rows)  # what is counted last, as the worker exits
+        self.thread = threading.Thread(target=_flusher, name="raytrace_kit-rows", daemon=True)
+        self.thread.start()
+
     def flush(self) -> None:
-        counts, self.counts, self.pending = self.counts, {}, 0
-        self.flushed = time.perf_counter()
-        op = data_compat.current_operator()
-        for (function, operator), (rows, seconds, _spec) in counts.items():
+        with self.lock:
+            counts, self.counts, self.pending = self.counts, {}, 0
+        for (function, operator), (rows, seconds, op) in counts.items():
             fields = {"function": function, "operator": operator, "op": op, "rows": rows}
             fields["duration_s"] = round(seconds, 6)
             fields["pid"] = _process.process_identity().pid
             writer.emit("data.rows", "info", fields)
 
 
+def _flusher() -> None:
+    """The rows thread: writes what was counted, every tenth of a second it has any."""
+    while True:
+        time.sleep(_ROWS_FLUSH_S)
+        if _ROWS.pending:
+            flush_rows()
+
+
 _ROWS = _Rows()
+
+
+def _renew() -> None:
+    """A forked child counts its own rows, with a thread of its own (the parent's is gone)."""
+    _ROWS.lock = threading.Lock()
+    _ROWS.counts, _ROWS.pending, _ROWS.thread = {}, 0, None
+
+
+_registry.register(_renew, _renew, layer=_registry.WORKER)
 
 
 def flush_rows() -> None:
@@ -318,75 +359,3 @@ def flush_rows() -> None:
         _ROWS.flush()
     except Exception as exc:
         writer.report_failure("data-rows", "cannot write the rows counted", exc)
-
-
-def data_class(cls: type, specs: Specs, *, rows: bool = False) -> type:
-    """A subclass of the callable class ``cls`` whose construction and calls are recorded.
-
-    It keeps ``cls``'s name, module and qualified name; ``isinstance(x, cls)`` holds and
-    ``super()`` in the user's methods works as before. ``rows``: called per row.
-    """
-    user_init = cls.__init__  # type: ignore[misc]
-    user_call = cls.__call__
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
-        bound = user_init.__get__(self, type(self))
-        if specs.init is None:
-            bound(*args, **kwargs)
-        else:
-            boundary.run(specs.init, bound, args, kwargs, id(self))
-
-    if rows:
-
-        def row_call(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
-            bound = user_call.__get__(self, type(self))  # batch: a row here
-            if specs.call is None:
-                return bound(batch, *args, **kwargs)
-            return _run_row(specs.call, bound, batch, args, kwargs)
-
-        chosen: Callable[..., Any] = row_call
-    elif inspect.iscoroutinefunction(user_call):
-
-        async def coroutine_call(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
-            bound = user_call.__get__(self, type(self))
-            if specs.call is None:
-                return await bound(batch, *args, **kwargs)
-            return await run_batch_async(specs.call, bound, batch, args, kwargs, id(self))
-
-        chosen = coroutine_call
-    elif inspect.isasyncgenfunction(user_call):
-
-        async def async_generator_call(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
-            bound = user_call.__get__(self, type(self))
-            if specs.call is None:
-                calls = bound(batch, *args, **kwargs)
-            else:
-                calls = run_batch_async_generator(specs.call, bound, batch, args, kwargs, id(self))
-            async for item in calls:
-                yield item
-
-        chosen = async_generator_call
-    else:
-        generator = inspect.isgeneratorfunction(user_call)
-
-        def plain_call(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
-            bound = user_call.__get__(self, type(self))
-            spec = specs.call
-            if spec is None:
-                return bound(batch, *args, **kwargs)
-            if generator:
-                return run_batch_generator(spec, bound, batch, args, kwargs, id(self))
-            return run_batch(spec, bound, batch, args, kwargs, id(self))
-
-        chosen = plain_call
-    chosen.__name__ = "__call__"
-    chosen.__qualname__ = f"{cls.__qualname__}.__call__"
-    namespace = {
-        "__init__": __init__,
-        "__call__": chosen,
-        "__module__": cls.__module__,
-        "__qualname__": cls.__qualname__,
-        "__doc__": cls.__doc__,
-        MARK: cls,
-    }
-    return type(cls)(cls.__name__, (cls,), namespace)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,14 +17,20 @@ import ray
 FOLDER = Path(os.environ["DATA_CHECKPOINT"])
 
 
+def _release_on_go(held: threading.Lock) -> None:
+    """Another thread: lets the UDF go once the test says so."""
+    while not (FOLDER / "go").exists():
+        time.sleep(0.02)
+    held.release()
+
+
 def lookup(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if batch["id"][0] == 0:
-        (FOLDER / "ready").touch()
         held = threading.Lock()
         held.acquire()
-        while not held.acquire(timeout=0.05):  # the waiting line
-            if (FOLDER / "go").exists():
-                break
+        threading.Thread(target=_release_on_go, args=(held,), daemon=True).start()
+        (FOLDER / "ready").touch()
+        held.acquire()  # the waiting line: blocked until the go-ahead
     return batch
 
 

@@ -1,44 +1,44 @@
-"""``raytrace-kit memory``: the object store's use, and the lines whose refs hold it, now.
-
-Importing this module imports no Ray (the ``raytrace-kit`` command builds its parser from
-it); the command attaches as ``stuck`` does (``cli._on_cluster``) and detaches.
-"""
+"""``raytrace-kit memory``: the object store's use, and the lines whose refs hold it, now."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["add_command", "command", "run"]
+from raytrace_kit.cli.common import on_cluster
 
-OnCluster = Callable[[argparse.Namespace, Callable[[], Any]], Any]
+if TYPE_CHECKING:
+    from raytrace_kit.cli.common import Commands
+
+__all__ = ["add", "run"]
 
 
-def add_command(add: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add ``memory`` to ``raytrace-kit``."""
-    memory = add(
+def add(commands: Commands, common: argparse.ArgumentParser) -> None:
+    """Add ``memory`` to the ``raytrace-kit`` command's subcommands."""
+    parser = commands.add_parser(
         "memory",
+        parents=[common],
         help="the object store's use, and the lines whose refs hold it, now",
         description="Attach to a running cluster and say what the refs of the processes the "
         "kit records hold in the object store: by the line that called .remote() or ray.put, "
         "its function, objects, bytes, bytes spilled, and what keeps them alive.",
     )
-    memory.add_argument(
+    parser.add_argument(
         "--address",
         default="auto",
         help="the cluster, HOST:PORT (default: auto, the one running here; with several "
         "running, it lists them and stops)",
     )
-    memory.add_argument("--json", action="store_true", help="print it as JSON")
-    memory.add_argument(
+    parser.add_argument("--json", action="store_true", help="print it as JSON")
+    parser.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for every node"
     )
+    parser.set_defaults(handler=run)
 
 
-def run(arguments: argparse.Namespace, on_cluster: OnCluster) -> int:
-    """Run ``raytrace-kit memory``: print the view (or its JSON); an exit code."""
+def run(arguments: argparse.Namespace) -> int:
+    """Print the view (or its JSON)."""
 
     def work() -> Any:
         from raytrace_kit._driver.memory import memory  # noqa: PLC0415 -- Ray on use only
@@ -50,8 +50,3 @@ def run(arguments: argparse.Namespace, on_cluster: OnCluster) -> int:
         return found
     print(json.dumps(found.to_dict(), indent=1) if arguments.json else found)
     return 0
-
-
-def command(on_cluster: OnCluster) -> Callable[[argparse.Namespace], int]:
-    """``raytrace-kit memory``, attached to its cluster by ``on_cluster``."""
-    return lambda arguments: run(arguments, on_cluster)

@@ -1,6 +1,8 @@
-"""``raytrace-kit export otlp|otlp-json``: its arguments, and the export it runs.
+"""``raytrace-kit export otlp|otlp-json``: the calls as OpenTelemetry spans, sent or written.
 
-Imported when the command line is parsed: it imports nothing heavy until an export runs.
+The spans are made and sent by :mod:`raytrace_kit._reports.otel`; here are the command's
+arguments, the endpoint and headers OpenTelemetry's environment variables give, and the
+``--follow`` loop's sayings.
 """
 
 from __future__ import annotations
@@ -10,16 +12,20 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["add_command", "run"]
+from raytrace_kit.cli.common import EXIT_EMPTY, EXIT_FAILED, session
+
+if TYPE_CHECKING:
+    from raytrace_kit.cli.common import Commands
+
+__all__ = ["add", "run"]
 
 _GRPC_DEFAULT = "http://localhost:4317"
-EXIT_FAILED, EXIT_EMPTY = 1, 3
 
 
-def add_command(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Add ``export`` and its two destinations to the command line's subcommands."""
+def add(commands: Commands, common: argparse.ArgumentParser) -> None:
+    """Add ``export`` and its two destinations to the ``raytrace-kit`` command's subcommands."""
     export = commands.add_parser(
         "export",
         help="send the call tree to a tracing backend (OpenTelemetry)",
@@ -27,17 +33,17 @@ def add_command(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "tree of submissions as traces): to an OTLP endpoint, or to an OTLP JSON file.",
     )
     kinds = export.add_subparsers(dest="destination", required=True, metavar="DESTINATION")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
-    common.add_argument(
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument("source", nargs="?", default="latest", metavar="SOURCE")
+    shared.add_argument(
         "--service-name", default="ray", help="the spans' service.name (default: ray)"
     )
-    common.add_argument(
+    shared.add_argument(
         "--batch-size", type=int, default=512, help="spans per request (default: 512)"
     )
     otlp = kinds.add_parser(
         "otlp",
-        parents=[*parents, common],
+        parents=[common, shared],
         help="send to an OTLP endpoint (a collector, Jaeger, Tempo, Honeycomb...)",
         description="Send the spans to an OTLP endpoint: HTTP/protobuf by default.",
     )
@@ -70,12 +76,13 @@ def add_command(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     to_file = kinds.add_parser(
         "otlp-json",
-        parents=[*parents, common],
+        parents=[common, shared],
         help="write an OTLP JSON file (one export request a line)",
         description="Write the spans as an OTLP JSON file: one ExportTraceServiceRequest "
         "a line, as the OpenTelemetry Collector's otlpjsonfile receiver reads.",
     )
     to_file.add_argument("-o", "--output", type=Path, required=True, help="the file")
+    export.set_defaults(handler=run)
 
 
 def _headers(given: list[str]) -> dict[str, str]:
@@ -107,9 +114,10 @@ def _endpoint(given: str | None, protocol: str) -> str:
     return "http://localhost:4318/v1/traces"
 
 
-def run(arguments: argparse.Namespace, session: Any) -> int:
+def run(arguments: argparse.Namespace) -> int:
     """Run ``export``; return the exit code (errors the command line reports are raised)."""
-    from raytrace_kit._reports.otel import export  # noqa: PLC0415
+    read = session(arguments, follow=getattr(arguments, "follow", False))
+    from raytrace_kit._reports.otel import export  # noqa: PLC0415 -- not for --help
     from raytrace_kit.exceptions import MissingExtraError  # noqa: PLC0415
 
     started = time.monotonic()
@@ -117,7 +125,7 @@ def run(arguments: argparse.Namespace, session: Any) -> int:
     try:
         if arguments.destination == "otlp-json":
             counts = export.to_json_file(
-                session,
+                read,
                 arguments.output,
                 service_name=arguments.service_name,
                 batch=arguments.batch_size,
@@ -133,9 +141,9 @@ def run(arguments: argparse.Namespace, session: Any) -> int:
             )
             endpoint = getattr(sink, "url", endpoint)
             if arguments.follow:
-                return _follow(arguments, session, sink, endpoint)
+                return _follow(arguments, read, sink, endpoint)
             counts = export.to_sink(
-                session, sink, service_name=arguments.service_name, batch=arguments.batch_size
+                read, sink, service_name=arguments.service_name, batch=arguments.batch_size
             )
             where = f"sent to {endpoint}"
     except MissingExtraError as exc:
@@ -157,14 +165,14 @@ def _rejected(sink: Any) -> None:
         )
 
 
-def _follow(arguments: argparse.Namespace, session: Any, sink: Any, where: str) -> int:
+def _follow(arguments: argparse.Namespace, read: Any, sink: Any, where: str) -> int:
     """Send spans as calls end until the run ends or Ctrl-C; say each batch on stderr."""
     from raytrace_kit._reports import running  # noqa: PLC0415
     from raytrace_kit._reports.otel import follow, stream  # noqa: PLC0415
 
-    follower = follow.Follower(session, stream.resources(session, arguments.service_name))
+    follower = follow.Follower(read, stream.resources(read, arguments.service_name))
     counts = stream.Counts()
-    session_dir = session.root if (session.root / "logs").is_dir() else None
+    session_dir = read.root if (read.root / "logs").is_dir() else None
 
     def live() -> bool:
         if session_dir is None:
