@@ -44,8 +44,10 @@ def _env(temp: Path, **more: str) -> dict[str, str]:
     return env
 
 
-def _run(temp: Path, name: str, *args: str, kit: bool = True) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "raytrace_kit", "run"] if kit else [sys.executable]
+def _run(
+    temp: Path, name: str, *args: str, kit: bool = True, options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "raytrace_kit", "run", *options] if kit else [sys.executable]
     return subprocess.run(
         [*command, str(PROGRAMS / f"{name}.py"), *args],
         cwd=PROGRAMS, env=_env(temp), capture_output=True, text=True, timeout=TIMEOUT_S,
@@ -194,6 +196,23 @@ class TestFindings:
         assert report["overview"]["retried"] == 0
         assert "flaky_retries" not in findings
         assert "serializing_actor" not in findings  # a pool of one, as asked
+
+
+class TestReplay:
+    """A callable class's failed batch, run again here: the same error from the same line."""
+
+    def test_a_failed_batch_of_an_actor_pool_replays(self, temp: Path) -> None:
+        done = _run(temp, "uneven", options=("--capture", "failures"))
+        assert done.returncode == 0, done.stderr
+        failed = [e for e in _events(temp) if e["event"] == "call.end" and e["status"] == "error"]
+        assert len(failed) == 2
+        assert all(e["function"] == "__main__.Parse.__call__" for e in failed)
+        assert all(e.get("replay_state_missing") is None for e in failed), failed
+        again = helpers.run_cli("replay", failed[0]["call_id"], str(_session(temp)), "-q")
+        assert again.returncode == 1, again.stdout + again.stderr
+        line = _line_of("uneven", "raise ValueError")
+        assert f'uneven.py", line {line}, in __call__' in again.stderr
+        assert again.stderr.rstrip().splitlines()[-1].startswith("ValueError: bad row ")
 
 
 class TestBeforeTheRun:

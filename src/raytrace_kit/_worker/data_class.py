@@ -40,8 +40,7 @@ def data_class(cls: type, specs: Specs, *, rows: bool = False) -> type:
     user_call = cls.__call__
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
-        # What Ray Data's own subclass set first (its thread pool): not the user's state.
-        _RAY_ATTRIBUTES[id(self)] = frozenset(getattr(self, "__dict__", ()))
+        remember_ray_attributes(self)  # what Ray Data's own subclass set first
         bound = user_init.__get__(self, type(self))
         if specs.init is None:
             bound(*args, **kwargs)
@@ -109,6 +108,15 @@ def data_class(cls: type, specs: Specs, *, rows: bool = False) -> type:
 # id of a callable class's instance -> the attributes Ray Data's subclass set before its
 # __init__ ran (a replay keeps the instance's state: the user's, not Ray Data's machinery)
 _RAY_ATTRIBUTES: dict[int, frozenset[str]] = {}
+
+
+def remember_ray_attributes(instance: Any) -> None:
+    """Note what Ray Data's subclass set before the user's ``__init__`` (its thread pool).
+
+    A module function, called by name: the class's ``__init__`` travels by value in Ray's
+    pickle, and a global it used directly would be a copy in the worker.
+    """
+    _RAY_ATTRIBUTES[id(instance)] = frozenset(getattr(instance, "__dict__", ()))
 
 
 def _users_state(self: Any) -> Any:
