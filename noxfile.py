@@ -142,8 +142,9 @@ def terminal(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Run every script in examples/ to completion, non-interactively."""
-    # notebook_tour.py, pytest_plugin.py, otel_export.py, coverage_of_remote_code.py
-    session.install("-e", ".[notebook,otel,coverage]", "pytest>=8")
+    # notebook_tour.py, pytest_plugin.py, otel_export.py, coverage_of_remote_code.py; and
+    # ray_data_pipeline.py: Ray Data needs pandas and pyarrow (what ray[data] adds)
+    session.install("-e", ".[notebook,otel,coverage]", "pytest>=8", "pandas>=2", "pyarrow>=14")
     scripts = sorted((HERE / "examples").glob("*.py"))
     if not scripts:
         session.error("no scripts in examples/")
