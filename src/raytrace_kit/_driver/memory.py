@@ -10,7 +10,6 @@ submitted them wrote them. Only those tables travel back. No dashboard, no
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import time
@@ -19,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raytrace_kit import _process, _ray_compat, _registry
+from raytrace_kit._driver.stuck import ask_each_node
 from raytrace_kit._output import paths, submissions
 from raytrace_kit._reports.store_refs import HeldView, group, sites_of
 from raytrace_kit._worker import held, stack_server
@@ -98,21 +97,10 @@ def memory(*, timeout: float = 30.0) -> HeldView:
     submissions.flush()
     here = held.table()  # this process's own refs (a driver asking itself)
     task = _remote()
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-
-    def read(node: dict[str, Any]) -> dict[str, Any]:
-        strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
-        ref = task.options(scheduling_strategy=strategy).remote(_ANSWER_S)
-        left = max(timeout - (time.monotonic() - started), 1.0)
-        try:
-            return ray.get(ref, timeout=left)  # type: ignore[no-any-return]
-        except Exception as exc:  # a node that fails is named, not raised
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-            return {"node_id": node["NodeID"], "error": f"{type(exc).__name__}: {exc}"[:300]}
-
-    with ThreadPoolExecutor(max_workers=max(1, len(alive))) as pool:
-        states = list(pool.map(read, alive))
+    alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+    states = ask_each_node(
+        alive, lambda options: task.options(**options).remote(_ANSWER_S), started + timeout
+    )
     return _view(states, here)
 
 

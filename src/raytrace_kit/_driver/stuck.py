@@ -14,6 +14,7 @@ import contextlib
 import functools
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -149,23 +150,18 @@ def stuck(*, timeout: float = 30.0) -> StuckReport:
     nodes = _nodes()
     alive = [n for n in nodes if n["alive"]]
     node_task, _ = _remotes()
+    by_id = {n["node_id"]: n for n in alive}
 
-    def read(node: dict[str, Any]) -> dict[str, Any]:
-        down = unanswered({"NodeManagerAddress": node["address"], "NodeManagerPort": node["port"]})
-        if down is not None:
-            return {"node_id": node["node_id"], "error": down}
-        strategy = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
-        ref = node_task.options(scheduling_strategy=strategy).remote(request, _ANSWER_S)
-        left = max(timeout - (time.monotonic() - started), 1.0)
-        try:
-            return ray.get(ref, timeout=left)  # type: ignore[no-any-return]
-        except Exception as exc:  # a node that fails is named, not raised
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-            return {"node_id": node["node_id"], "error": f"{type(exc).__name__}: {exc}"[:300]}
+    def down(node_id: str) -> str | None:  # a node whose raylet does not answer: said now
+        node = by_id[node_id]
+        return unanswered({"NodeManagerAddress": node["address"], "NodeManagerPort": node["port"]})
 
-    with ThreadPoolExecutor(max_workers=max(1, len(alive))) as pool:
-        states = list(pool.map(read, alive))
+    states = ask_each_node(
+        [n["node_id"] for n in alive],
+        lambda options: node_task.options(**options).remote(request, _ANSWER_S),
+        started + timeout,
+        down=down,
+    )
     problems = _problems(states)
     _second_phase(states, timeout, started)
     address = ray.get_runtime_context().gcs_address
@@ -250,3 +246,35 @@ def _here() -> StuckReport:
         raise UsageError(msg)
     state = {"node_id": None, "snapshots": [snapshot()], "in_flight": None}
     return build(f"this process (pid {os.getpid()}, local mode)", [state], [])
+
+
+def ask_each_node(
+    node_ids: list[str],
+    submit: Callable[[dict[str, Any]], Any],
+    deadline: float,
+    *,
+    down: Callable[[str], str | None] | None = None,
+) -> list[dict[str, Any]]:
+    """One task on each node, all at once; each answer, or the node named with its error.
+
+    ``submit`` takes the task's ``.options()`` (pinned to the node) and returns its ref;
+    ``deadline`` is ``time.monotonic()``'s by which all must answer (each gets a second at
+    least); ``down``, asked first in each node's thread, says why a node cannot answer
+    (``None``: it can).
+    """
+
+    def read(node_id: str) -> dict[str, Any]:
+        reason = None if down is None else down(node_id)
+        if reason is not None:
+            return {"node_id": node_id, "error": reason}
+        strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+        ref = submit({"scheduling_strategy": strategy})
+        try:
+            return ray.get(ref, timeout=max(deadline - time.monotonic(), 1.0))  # type: ignore[no-any-return]
+        except Exception as exc:  # a node that fails is named, not raised
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+            return {"node_id": node_id, "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+    with ThreadPoolExecutor(max_workers=max(1, len(node_ids))) as pool:
+        return list(pool.map(read, node_ids))
