@@ -21,14 +21,19 @@ import pickle
 import random
 import resource
 import time
+from array import array
 from typing import Any
 
 from raytrace_kit._output.schema import Call
+from raytrace_kit._reports.blocked import BlockedLoops
+from raytrace_kit._reports.by_value import ByValue
+from raytrace_kit._reports.data_ops import DataOps
 from raytrace_kit._reports.driver import DriverRecord
 from raytrace_kit._reports.joins import from_micros
 from raytrace_kit._reports.live import OLDEST, bin_value
 from raytrace_kit._reports.merge import cluster_report
-from raytrace_kit._reports.packing import pack_floats, pack_keys
+from raytrace_kit._reports.packing import pack_floats
+from raytrace_kit._reports.sums import FailureGroup, Function, LaneTotal, RunSums
 from raytrace_kit._reports.top import merge
 
 FUNCTIONS = 20
@@ -55,32 +60,26 @@ def node_answers(calls: int) -> dict[str, Any]:
     slowest = Call(call_id="ab" * 8, function="jobs.f0", status="ok", duration_s=9.0,
                    started="2026-11-22T10:00:00.000000+00:00",
                    ended="2026-11-22T10:00:09.000000+00:00", task_id="cd" * 24)  # fmt: skip
-    functions = {
-        f"jobs.f{i}": (pack_floats(_durations(per)), slowest, b"{}", 2**20, 2**21, 0, True)
-        for i in range(FUNCTIONS)
-    }
-    failures = [
-        {"function": f"jobs.f{i}", "error_type": "ValueError", "count": calls // 500 // 5,
-         "first": "2026-11-22T10:00:00.000000+00:00", "last": "2026-11-22T11:00:00.000000+00:00",
-         "traceback": "Traceback (most recent call last):\n" + "  line\n" * 40,
-         "task_ids": ["ef" * 24] * min(1000, calls // 500 // 5), "nodes": {"n"}}
-        for i in range(5)
-    ]  # fmt: skip
+    sums = RunSums()
+    sums.calls, sums.failed, sums.processes = calls, calls // 500, 8
+    sums.nodes = {"n"}
+    sums.first, sums.last = "2026-11-22T10:00:00.000000+00:00", "2026-11-22T11:00:00.000000+00:00"
+    for i in range(FUNCTIONS):
+        function = sums.functions[f"jobs.f{i}"] = Function()
+        function.durations = array("d", _durations(per))
+        function.slowest, function.slowest_start = slowest, b"{}"
+        function.growth, function.private, function.task = 2**20, 2**21, True
+    for i in range(5):
+        group = FailureGroup(f"jobs.f{i}", "ValueError", sums.first)
+        group.count, group.last = calls // 500 // 5, sums.last
+        group.traceback = "Traceback (most recent call last):\n" + "  line\n" * 40
+        group.task_ids, group.nodes = ["ef" * 24] * min(1000, calls // 500 // 5), {"n"}
+        sums.failures[group.function, group.error_type] = group
+    sums.failed_tasks = {random.getrandbits(64) for _ in range(calls // 500)}
+    sums = pickle.loads(pickle.dumps(sums))  # noqa: S301 -- ours; as a node sends it: packed
     tally = {
-        "counts": [calls, calls // 500, 0, 0, 8, 0],
-        "nodes": ["n"],
-        "first": "2026-11-22T10:00:00.000000+00:00",
-        "last": "2026-11-22T11:00:00.000000+00:00",
-        "busiest": (0.0, ""),
-        "failures": failures,
-        "failed_tasks": pack_keys([random.getrandbits(64) for _ in range(calls // 500)]),
-        "recovered": b"",
-        "interrupted": [],
-        "functions": functions,
-        "actors": {},
-        "children": {},
-        "leaks": [],
-        "lanes": [(False, calls // 8)] * 8,
+        "sums": sums,
+        "lanes": [LaneTotal(False, calls // 8)] * 8,
         "waits": [],
         "queues": {
             "count": calls,
@@ -89,14 +88,21 @@ def node_answers(calls: int) -> dict[str, Any]:
             "stuck": [],
             "actors": {},
             "sites": {"main.py:12": 0},
+            "backlog": {},
+            "called": {},
+            "killed": [],
+            "made": {},
+            "by_value": ByValue().summary(),
         },
-        "stuck_status": {},
+        "blocked": BlockedLoops().to_dict(),
+        "data": DataOps().to_dict(),
+        "split_calls": 0,
     }
     waits = {
         f"jobs.f{i}": pack_floats([w * 1.5 for w in _durations(per)]) for i in range(FUNCTIONS)
     }
     join = {"waits": waits, "first": {f"jobs.f{i}": i for i in range(FUNCTIONS)},
-            "never": [], "never_count": 0, "actors": {}}  # fmt: skip
+            "never": [], "never_count": 0, "actors": {}, "backlog": {}}  # fmt: skip
     details = {"names": {}, "lanes": {}, "logs": None, "deaths": {}, "task_ids": {}}
     prepare = {"driver": DriverRecord(), "submissions": True, "files": 8}
     ends = {"loops": [], "shared": {}}  # the driver's lines, judged on its node

@@ -18,12 +18,16 @@ by default):
 Each variant runs as a fresh process, start-up included (as a user types it), in rotating
 order, --rounds times; its CPU time (user + system) and peak memory are the process's own
 (``wait4``):
-  report            raytrace-kit report SESSION
+  report            raytrace-kit report SESSION (two processes from PARALLEL_MIN_BYTES up)
   report (again)    the same, measured apart: the noise floor
+  one process       the same report read in one pass in one process (processes=1)
   report --json     raytrace-kit report SESSION --json
   calls() for ref.  python -c "open_session(SESSION).calls()": what keeping every call costs
 
-Targets (issues 14 and 26): the report in at most 3 s and 256 MB peak, for each shape.
+Peak memory is given twice: the largest process's (``wait4``), and the process tree's
+(its processes' RSS summed, sampled every 10 ms: a report's two readers count twice).
+
+Targets (issues 14, 26 and 42): the report in at most 3 s and 256 MB peak, for each shape.
 
 Run: python benchmarks/report.py [--calls 500000] [--rounds 3] [--shape pipeline|real|both]
 """
@@ -31,12 +35,14 @@ Run: python benchmarks/report.py [--calls 500000] [--rounds 3] [--shape pipeline
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -52,9 +58,14 @@ def variants(session: Path) -> dict[str, list[str]]:
     beside = Path(sys.executable).with_name("raytrace-kit")  # the venv's, even if not on PATH
     command = str(beside) if beside.exists() else shutil.which("raytrace-kit") or "raytrace-kit"
     calls = "import raytrace_kit, sys; print(len(raytrace_kit.open_session(sys.argv[1]).calls()))"
+    one = (
+        "import sys; from raytrace_kit._reports import parallel; "
+        "print(parallel.report(sys.argv[1], processes=1))"
+    )
     return {
         "report": [command, "report", str(session)],
         "report (again)": [command, "report", str(session)],
+        "one process": [sys.executable, "-c", one, str(session)],
         "report --json": [command, "report", str(session), "--json"],
         "calls() for ref.": [sys.executable, "-c", calls, str(session)],
     }
@@ -128,24 +139,54 @@ class Run(NamedTuple):
     """One fresh process's run: wall seconds, peak RSS bytes, CPU seconds (user + system).
 
     CPU time is what a machine busy with other work inflates least: on a shared 2-core
-    machine, compare it too.
+    machine, compare it too. ``tree`` is the peak of the RSS of the process and its
+    children summed (pages they share counted in each).
     """
 
     seconds: float
     peak: int
     cpu: float
+    tree: int
+
+
+def _tree_rss(pid: int) -> int:
+    """The RSS of ``pid`` and its children, summed (bytes; 0 once it is gone)."""
+    total = 0
+    for process in (pid, *_children(pid)):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{process}/statm").read_text().split()
+            total += int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            found.extend(int(c) for c in (task / "children").read_text().split())
+    return found
 
 
 def run(command: list[str]) -> Run:
     """One fresh process running ``command``, measured."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            peak[0] = max(peak[0], _tree_rss(process.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         msg = f"{command} failed with {status}"
         raise RuntimeError(msg)
-    return Run(seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime)
+    return Run(seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime, peak[0])
 
 
 def write_and_say(directory: Path, calls: int, shape: str = "pipeline") -> None:
@@ -180,16 +221,20 @@ def compare(commands: dict[str, list[str]], rounds: int, base: str) -> dict[str,
         for name in names[shift:] + names[:shift]:
             results[name].append(run(commands[name]))
     ratio = f"vs {base}"
-    print(f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'CPU s':>8}{'peak MiB':>10}{ratio:>14}")
+    print(
+        f"\n{'variant':<18}{'median s':>10}{'min s':>9}{'CPU s':>8}{'peak MiB':>10}"
+        f"{'tree MiB':>10}{ratio:>14}"
+    )
     base_median = statistics.median(r.seconds for r in results[base])
     for name in names:
         seconds = [r.seconds for r in results[name]]
         cpu = statistics.median(r.cpu for r in results[name])
         peak = max(r.peak for r in results[name])
+        tree = max(r.tree for r in results[name])
         median = statistics.median(seconds)
         print(
             f"{name:<18}{median:>10.2f}{min(seconds):>9.2f}{cpu:>8.2f}{peak / MIB:>10.0f}"
-            f"{median / base_median:>13.2f}x"
+            f"{tree / MIB:>10.0f}{median / base_median:>13.2f}x"
         )
     return results
 

@@ -161,10 +161,12 @@ NOT_CHOSEN = {
 }
 
 
-def check_sources(files: Path) -> list[str]:
-    """What is wrong with the fetched files: missing, cut short, or not Python."""
+def check_sources(files: Path, needed: list[str]) -> list[str]:
+    """What is wrong with the fetched files run (``needed``): missing, cut short, not Python."""
     problems = []
     for name, source in SOURCES.items():
+        if name not in needed:
+            continue
         path = files / name
         if not path.exists():
             problems.append(f"{name}: missing (fetch {REPO} {source.path} @ {source.commit})")
@@ -179,9 +181,9 @@ def check_sources(files: Path) -> list[str]:
     return problems
 
 
-def build_workdir(files: Path, workdir: Path) -> None:
+def build_workdir(files: Path, workdir: Path, test_files: list[str]) -> None:
     """The tests, ``ray.data.tests`` and ``ray.tests`` beside them, the site hook, the conftest."""
-    for name in TEST_FILES:
+    for name in test_files:
         shutil.copy(files / name, workdir / name)
     data_tests = workdir / "_ray_data_tests"
     data_tests.mkdir(exist_ok=True)
@@ -302,16 +304,17 @@ def main() -> None:
     parser.add_argument("--file-timeout", type=int, default=1200, help="seconds per pytest run")
     args = parser.parse_args()
 
-    problems = check_sources(args.files)
+    test_files = args.only or TEST_FILES
+    problems = check_sources(args.files, [*test_files, "util.py"])  # only what runs
     if problems:
         sys.exit("fetched files not as expected:\n  " + "\n  ".join(problems))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ray_data_tests_"))
     workdir.mkdir(parents=True, exist_ok=True)
-    build_workdir(args.files, workdir)
+    build_workdir(args.files, workdir, test_files)
     print(f"work folder: {workdir}")
 
     results = {}
-    for test_file in args.only or TEST_FILES:
+    for test_file in test_files:
         runs = []
         for with_kit in (False, True):
             run = run_pytest(workdir, test_file, with_kit, args)

@@ -218,6 +218,14 @@ class TestReplay:
 class TestBeforeTheRun:
     """A UDF Ray cannot send is rejected before any task starts, the variable named."""
 
+    def test_a_warning_ray_data_gives_names_the_users_line(self, temp: Path) -> None:
+        """Found by Ray Data's own tests: it named the kit's hook (docs/ray-data.md)."""
+        line = f"warned at {PROGRAMS / 'warns.py'}:{_line_of('warns', 'WARNS HERE')}"
+        for kit in (False, True):
+            done = _run(temp, "warns", kit=kit)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.splitlines() == [line], (kit, done.stdout)
+
     def test_a_udf_closing_over_a_lock_is_rejected_at_build_time(self, temp: Path) -> None:
         done = _run(temp, "unpicklable")
         assert done.returncode == 1

@@ -185,6 +185,22 @@ class TestReplayCommand:
         assert f"chmod 600 {path}" in done.stderr
         assert "Traceback" not in done.stderr  # nothing was unpickled, nothing ran
 
+    def test_explain_gives_the_replay_command_that_works(self, captured: Any) -> None:
+        script, ends = captured
+        task = ends["replay_checkout"]["task_id"]
+        source = str(raytrace_kit.log_dir())
+        explained = helpers.run_cli("explain", "--quiet", "--task", task[:12], source)
+        assert explained.returncode == 0, explained.stderr
+        suggested = re.search(r"raytrace-kit replay (\S+)", explained.stdout)
+        assert suggested is not None, explained.stdout
+        assert suggested[1] == task[:16]
+        done = helpers.run_cli("replay", "--quiet", suggested[1], source)
+        assert _last_frame(done.stderr) == (
+            str(script),
+            _failing_line(script, "replay_checkout"),
+            "replay_checkout",
+        )
+
     def test_a_call_without_capture_says_why(self, tmp_path: Path) -> None:
         script = tmp_path / "shop.py"
         script.write_text(_PROGRAM)
@@ -194,6 +210,12 @@ class TestReplayCommand:
         assert "was not captured: its arguments were not kept" in done.stderr
         assert "--capture failures" in done.stderr
         assert "local_mode(post_mortem=True)" in done.stderr
+        source = str(raytrace_kit.log_dir())
+        task = ends["replay_checkout"]["task_id"]
+        explained = helpers.run_cli("explain", "--quiet", "--task", task, source)
+        fixes = explained.stdout.partition("Fix:")[2].partition("The call:")[0]
+        assert "run again with raytrace-kit run --capture failures" in fixes, explained.stdout
+        assert "then raytrace-kit replay TASK_ID" in fixes
 
 
 @debuggable(capture="failures")

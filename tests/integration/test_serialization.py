@@ -6,7 +6,9 @@ import dataclasses
 import multiprocessing
 import re
 import threading
+import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -207,6 +209,10 @@ class TestDebuggableChecks:
         assert isinstance(info.value, RaytraceKitError)
         assert info.value.report.failures[0].name == "LOCK"
         assert events_of(guarded, "call.start") == []  # nothing ran
+        # The traceback ends at the .remote() line, through the proxy, not the checker.
+        frames = traceback.extract_tb(info.value.__traceback__)
+        assert frames[0].line == "guarded.remote(1)"
+        assert [Path(f.filename).name for f in frames[1:]] == ["function.py", "proxy.py"]
         (event,) = [e for e in raytrace_kit.read_events() if e["event"] == "serialization.fail"][
             -1:
         ]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from raytrace_kit._reports import calls as calls_module
-from raytrace_kit._reports import queues as queues_module
+from raytrace_kit._reports import counts as counts_module
 from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls, processes
-from raytrace_kit._reports.queues import has_submissions
+from raytrace_kit._reports.counts import has_submissions
 from tests.helpers import EventFile
 
 
@@ -182,9 +182,9 @@ class TestHasSubmissions:
         record = b'{"timestamp":"2026-01-01T00:00:00.000000+00:00","event":"call.submit"}\n'
         quiet = tmp_path / "events-a.jsonl"
         quiet.write_bytes(b"x" * 100 + b"\n")
-        for at in (queues_module._HEAD - 10, 3 * queues_module._HEAD):
+        for at in (counts_module._HEAD - 10, 3 * counts_module._HEAD):
             late = tmp_path / "events-b.jsonl"
             late.write_bytes(b"y" * at + record)
             assert has_submissions([quiet, late])
-        late.write_bytes(b"y" * 3 * queues_module._HEAD)
+        late.write_bytes(b"y" * 3 * counts_module._HEAD)
         assert not has_submissions([quiet, late, tmp_path / "gone.jsonl"])

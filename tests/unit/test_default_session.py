@@ -110,3 +110,34 @@ class TestSessions:
         shutil.copytree(made, copy)
         (summary,) = sessions(tmp_path / "b")
         assert (summary.name, summary.started.strftime("%H:%M:%S")) == (made.name, "09:00:00")
+
+
+class TestByName:
+    """A session named as ``raytrace-kit sessions`` lists it opens from any directory."""
+
+    def test_a_listed_name_opens_that_session(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The name found under Ray's temp root, not in the working directory."""
+        from raytrace_kit._reports.session import open_session  # noqa: PLC0415
+
+        monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+        _session(tmp_path / "ray", "2026-11-25_09-00-00", calls=1)
+        wanted = _session(tmp_path / "ray", "2026-11-25_10-00-00", calls=3)
+        monkeypatch.chdir(tmp_path)
+        listed = [summary.path.name for summary in sessions()]
+        assert wanted.name in listed
+        opened = open_session(wanted.name)
+        assert opened.root == wanted
+        assert len(opened.calls()) == 3
+
+    def test_a_name_that_is_no_session_says_what_to_pass(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Neither a path nor a listed session: the error names what may be passed."""
+        from raytrace_kit._reports.session import open_session  # noqa: PLC0415
+
+        monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+        monkeypatch.chdir(tmp_path)
+        with pytest.raises(EventsNotFoundError, match="Pass a Ray session directory"):
+            open_session("session_2026-11-25_10-00-00_000000_4242")

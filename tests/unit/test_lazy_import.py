@@ -6,8 +6,11 @@ line, export's arguments included, never load them; workers never import ``_repo
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +42,45 @@ def test_every_public_name_resolves_and_unknown_names_fail() -> None:
     assert set(raytrace_kit.__all__) <= set(dir(raytrace_kit))
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         raytrace_kit.no_such_name  # noqa: B018
+
+
+def test_a_ray_data_worker_loads_only_what_runs_a_batch(tmp_path: Path) -> None:
+    """A UDF instrument() covers runs its batches without the driver's proxies or readers.
+
+    Ray Data starts a new actor for each pool, and each unpickles the UDF: what the kit
+    loads there is paid again per actor (benchmarks/ray_data.py).
+    """
+    import copy  # noqa: PLC0415 -- the UDF: a function the child imports by name
+
+    import ray.cloudpickle  # noqa: PLC0415 -- only this test needs Ray
+
+    from raytrace_kit._driver import program  # noqa: PLC0415
+    from raytrace_kit._options import CallSpec, DebugOptions, Program  # noqa: PLC0415
+    from raytrace_kit._worker import data_udf  # noqa: PLC0415
+
+    options = dataclasses.replace(DebugOptions(), program=Program(program.install))
+    specs = data_udf.Specs("copy.copy")
+    specs.call = CallSpec("copy.copy", "task", options, "MapBatches(copy)")
+    payload = tmp_path / "udf.pkl"
+    payload.write_bytes(ray.cloudpickle.dumps(data_udf.batch_function(copy.copy, specs)))
+    code = (
+        "import sys, ray, ray.data, ray.cloudpickle\n"
+        f"udf = ray.cloudpickle.loads(open({str(payload)!r}, 'rb').read())\n"
+        "assert udf({'id': [1, 2]}) == {'id': [1, 2]}\n"
+        "heavy = ('raytrace_kit._driver.proxy', 'raytrace_kit._local', 'raytrace_kit._reports',"
+        " 'cProfile', 'raytrace_kit._output.locals', 'raytrace_kit._worker.stacks')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(heavy))\n"
+        "assert not loaded, loaded\n"
+        "assert 'raytrace_kit._driver.program' in sys.modules  # the worker's hooks: in place\n"
+    )
+    env = {**os.environ, "RAYTRACE_LOG_DIR": str(tmp_path / "logs")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "logs").rglob("*.jsonl")), "the batch was recorded"

@@ -102,6 +102,36 @@ class TestWaitingRule:
             os.close(read)
             os.close(write)
 
+    def test_a_warm_loops_blocking_call_waits(self) -> None:
+        """A loop's ``time.sleep``, specialized (3.11 calls it from PRECALL): still a wait.
+
+        A polling loop (``while not done: time.sleep(0.01)``, Ray Data's driver) has run its
+        call many times when it is sampled; on 3.11 the thread then stops at the PRECALL.
+        """
+        delays = [0.0] * 500 + [3600.0]  # warm: the last sleep blocks (a daemon thread)
+
+        def poller() -> None:
+            for delay in delays:
+                time.sleep(delay)
+
+        thread = threading.Thread(target=poller, daemon=True)
+        thread.start()
+        frame = _innermost(
+            thread, lambda f: f.f_code is poller.__code__ and f.f_locals.get("delay") == 3600.0
+        )
+        assert is_waiting(frame)
+
+    def test_ray_init_waiting_for_the_gcs_waits(self) -> None:
+        """ray.init's wait for its node to register (GCS calls in C): not the run's hot line."""
+        import ray._private.state  # noqa: PLC0415
+        import ray.experimental.internal_kv as kv  # noqa: PLC0415
+
+        from raytrace_kit._ray_compat.waiting import waits_in_ray  # noqa: PLC0415
+
+        assert waits_in_ray(ray._private.state.GlobalState.get_node.__code__)
+        assert waits_in_ray(kv._internal_kv_get.__wrapped__.__code__)  # under Ray's client hook
+        assert not waits_in_ray(ray._private.state.GlobalState.node_table.__code__)
+
     def test_a_cpu_loop_runs(self) -> None:
         """Python byte code computing: running."""
         stop = threading.Event()

@@ -1,6 +1,7 @@
 """``report()``: the report of a run's files, or of a running cluster's, computed on its nodes.
 
-Without ``address`` this is :func:`raytrace_kit._reports.report.report` (no Ray needed).
+Without ``address`` this is the report of the files (no Ray needed), read in one pass or,
+for a large session, by two processes and merged (``_reports/parallel.py``): the same report.
 With it, each node's reader (``readers.py``) tallies that node's files where they are
 and only what merges travels (``_reports/partial.py``, ``_reports/merge.py``): the same
 report as ``collect()`` then ``report()``, without copying the event files.
@@ -12,7 +13,7 @@ import contextlib
 import os
 from typing import TYPE_CHECKING
 
-from raytrace_kit._reports import report as _local
+from raytrace_kit._reports import parallel
 from raytrace_kit._reports.session import Session, flush_own, instant
 from raytrace_kit.exceptions import InvalidValueError, UsageError
 
@@ -54,8 +55,8 @@ def report(
         InvalidValueError: ``since`` is not before ``until``.
         UsageError: Both ``source`` and ``address`` are given.
     """
-    if address is None:
-        return _local.report(source, since=since, until=until)
+    if address is None:  # one pass, or two processes for a large session: the same report
+        return parallel.report(source, since=since, until=until)
     if source is not None:
         msg = (
             "report(source, address=...): give one. A source is a run's files on this "

@@ -24,8 +24,10 @@ through untouched, as does everything when nothing is instrumented.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +35,6 @@ import ray
 import wrapt
 
 from raytrace_kit import _ray_compat, _registry
-from raytrace_kit._driver.actor_class import DebuggableActorClass
-from raytrace_kit._driver.function import DebuggableFunction
 from raytrace_kit._options import CallSpec, DebugOptions, qualified_name
 from raytrace_kit._output import writer
 from raytrace_kit._ray_compat import data as data_compat
@@ -118,17 +118,62 @@ def _entry_hook(position: int, keyword: str, *, rows: bool) -> Callable[..., Any
         udf = kwargs[keyword] if given_by_name else args[position] if len(args) > position else None
         taken = _take(udf, wrapped.__name__, kwargs, rows=rows)
         if taken is None:
-            return wrapped(*args, **kwargs)
+            return _as_users(wrapped, args, kwargs)
         replacement, finish = taken
         if given_by_name:
             kwargs = {**kwargs, keyword: replacement}
         else:
             args = (*args[:position], replacement, *args[position + 1 :])
-        dataset = wrapped(*args, **kwargs)
+        dataset = _as_users(wrapped, args, kwargs)
         finish(dataset)
         return dataset
 
     return hook
+
+
+def _as_users(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``wrapped(*args, **kwargs)``, its warnings shown at the user's line, as without the kit.
+
+    Ray Data points a warning (``ray_remote_args`` is deprecated...) at the first frame
+    outside its own module, which under the kit is the hook's: each warning that names
+    this file is held, then issued again at the user's line, through the user's filters
+    (an ``error`` filter raises it there). Other warnings pass as they are.
+    """
+    held: list[tuple[Warning | str, type[Warning]]] = []
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("always", module=re.escape(__name__) + "$")
+            show = warnings.showwarning
+
+            def hold(message: Any, category: Any, filename: str, *rest: Any, **more: Any) -> None:
+                if filename == __file__:
+                    held.append((message, category))
+                else:
+                    show(message, category, filename, *rest, **more)
+
+            warnings.showwarning = hold
+            return wrapped(*args, **kwargs)
+    finally:
+        if held:
+            _warn_at_user(held)
+
+
+def _warn_at_user(held: list[tuple[Warning | str, type[Warning]]]) -> None:
+    frame = _user_frame(sys._getframe(1))
+    for message, category in held:
+        if frame is None:
+            warnings.warn(message, category, stacklevel=1)
+            continue
+        scope = frame.f_globals
+        warnings.warn_explicit(
+            message,
+            category,
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            module=scope.get("__name__"),
+            registry=scope.setdefault("__warningregistry__", {}),
+            module_globals=scope,
+        )
 
 
 def _take(
@@ -172,6 +217,11 @@ def _take(
 
 def _unwrapped(udf: Any) -> tuple[Any, DebugOptions | None]:
     """The user's function or class, and the options it is instrumented with (or None)."""
+    # Imported here, not with this module, which each worker instrument() covers loads
+    # (program.install): the proxies' imports would cost a Ray Data actor 60 ms or more.
+    from raytrace_kit._driver.actor_class import DebuggableActorClass  # noqa: PLC0415
+    from raytrace_kit._driver.function import DebuggableFunction  # noqa: PLC0415
+
     if isinstance(udf, DebuggableFunction | DebuggableActorClass):
         return udf._python, udf._options
     options_for = state.options_for
@@ -214,10 +264,14 @@ _NOT_USERS = tuple(
 
 def _call_site() -> str | None:
     """``file:line`` of the user's code that called the Ray Data method."""
-    frame: Any = sys._getframe(2)
+    frame = _user_frame(sys._getframe(2))
+    return None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _user_frame(frame: Any) -> Any:
+    """``frame`` or the first frame above it that runs the user's code, or ``None``."""
     while frame is not None:
-        file = frame.f_code.co_filename
-        if not file.startswith(_NOT_USERS):
-            return f"{file}:{frame.f_lineno}"
+        if not frame.f_code.co_filename.startswith(_NOT_USERS):
+            return frame
         frame = frame.f_back
     return None

@@ -29,11 +29,10 @@ from typing import Any
 from typing_extensions import Unpack
 
 from raytrace_kit import _ray_compat, _registry
-from raytrace_kit._driver import data_hooks, record, store_watch
-from raytrace_kit._driver.actor_class import DebuggableActorClass
-from raytrace_kit._driver.function import DebuggableFunction
+from raytrace_kit._driver import data_hooks, record
 from raytrace_kit._options import DebugOptions, KitOptions, Program
 from raytrace_kit._output import writer
+from raytrace_kit._worker import sampler
 from raytrace_kit.exceptions import InvalidOptionError
 
 __all__ = ["ENV_INSTRUMENT", "install", "instrument", "is_instrumented", "options_from_env"]
@@ -91,7 +90,9 @@ def instrument(
     With ``driver=True`` (the default) this process also keeps its own record
     (``driver-*.jsonl`` in the session's log dir): the run, and each ``ray.get`` and
     ``ray.wait`` your code makes here, with how long it blocked and on which calls. The
-    report reads it: a ``ray.get`` in a loop, the straggler the driver waited on.
+    report reads it: a ``ray.get`` in a loop, the straggler the driver waited on. With
+    ``sample=`` too, this process's threads are sampled as its workers' are (their
+    samples name the driver's script).
 
     Calling it again replaces the settings (a notebook cell run twice).
 
@@ -121,8 +122,12 @@ def instrument(
     program = Program(install, _patterns(include, "include"), _patterns(exclude, "exclude"))
     install(dataclasses.replace(kit, program=program))
     if driver and not _ray_compat.is_worker_process():
+        from raytrace_kit._driver import store_watch  # noqa: PLC0415 -- the driver's only
+
         record.start(functools.partial(selected, program=program), log_args=kit.log_args)
         store_watch.start()  # a store.held record when the driver's refs hold the store
+        if kit.sample is not None:  # the driver's own threads, as its workers' are
+            sampler.start_driver(kit.sample, sys.argv[0] if sys.argv else "?")
 
 
 def _patterns(given: Iterable[str], name: str) -> tuple[str, ...]:
@@ -139,6 +144,9 @@ def install(options: DebugOptions) -> None:
 
     ``options`` are those of what is instrumented, their ``program`` set. A worker runs it
     (through ``Program.install``) at its first instrumented call, before the user's code.
+    It only patches: the proxies (and what they import: local mode, checks, the report
+    readers of profile blocks) load at the first call of the user's that goes through one,
+    so a worker that submits nothing, a Ray Data actor for one, never imports them.
     """
     with state.lock:
         state.options = options
@@ -245,6 +253,12 @@ def _make_proxy(remote: Any) -> Any:
     options = state.options
     if options is None or options.program is None:
         return None
+    # Imported at the first proxy made, not with this module: a worker unpickles this
+    # module with every call instrument() covers (Program.install), and the proxies'
+    # imports cost it 60 to 80 ms (benchmarks/ray_data.py: a new actor per pool).
+    from raytrace_kit._driver.actor_class import DebuggableActorClass  # noqa: PLC0415
+    from raytrace_kit._driver.function import DebuggableFunction  # noqa: PLC0415
+
     try:
         if isinstance(remote, _ray_compat.ActorClass):
             cls = _ray_compat.python_class_of(remote)

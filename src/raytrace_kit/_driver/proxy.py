@@ -270,7 +270,10 @@ class Debuggable:
         check = options.check
         shared = self._shared
         if check == "always" or (check == "first" and not shared.checked):
-            self._check_before_submit(args, kwargs)
+            try:
+                self._check_before_submit(args, kwargs)
+            except NotSerializableError as exc:  # its traceback: to .remote(), not the checks
+                raise exc.with_traceback(None) from exc.__cause__
         try:
             if options.local or local_state.state.active:
                 config = config_for(options)

@@ -30,7 +30,9 @@ from raytrace_kit._driver.collect import _same_directory, unanswered
 from raytrace_kit._output import paths
 from raytrace_kit._reports.cursor import RECORD_FILE, Cursor
 from raytrace_kit._reports.live import LiveTally
+from raytrace_kit._reports.live_samples import LiveSamples
 from raytrace_kit._reports.partial import NodeReport
+from raytrace_kit._reports.stuck import user_where
 from raytrace_kit._worker import stack_server
 from raytrace_kit.exceptions import RaytraceKitError
 
@@ -54,6 +56,7 @@ class NodeReader:
         self.node_id = ray.get_runtime_context().get_node_id()
         self.report: NodeReport | None = None
         self.live: LiveTally | None = None
+        self.samples: LiveSamples | None = None
         self.cursor: Cursor | None = None
         self.clock: tuple[float, float] | None = None
         self.shipped: list[int] = []
@@ -126,6 +129,9 @@ class NodeReader:
         state = live.snapshot()
         live.forget_processes(_stamp_before(_FORGET_S))
         _ask_where(state["oldest"], live)
+        if self.samples is None:
+            self.samples = LiveSamples(self.root)
+        state["hot_lines"] = self.samples.look()  # the samples files', if sampled
         state["node_id"] = self.node_id
         state["behind"] = self.cursor.behind
         state["cpu_share"] = self._cpu_share()
@@ -190,9 +196,9 @@ def _ask_where(oldest: list[dict[str, Any]], live: LiveTally) -> None:
         with contextlib.suppress(Exception):  # a process busy in C code: no line this time
             answer = stack_server.ask(item[1], {"kind": "snapshot"}, _ANSWER_S)
             for call in answer.get("calls", []):
-                if call.get("stack"):
-                    frame = call["stack"][-1]
-                    found[call["call_id"]] = f"{frame[0]}:{frame[1]}"
+                where = user_where(call.get("stack") or [])  # as stuck names it
+                if where is not None:
+                    found[call["call_id"]] = where
 
     if asked:
         with ThreadPoolExecutor(max_workers=len(asked)) as pool:

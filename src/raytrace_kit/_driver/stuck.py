@@ -26,6 +26,7 @@ from raytrace_kit import _process, _ray_compat, _registry
 from raytrace_kit._driver.collect import unanswered
 from raytrace_kit._output import paths, submissions
 from raytrace_kit._reports.inflight import in_flight, started_or_ended
+from raytrace_kit._reports.sample_calls import recent
 from raytrace_kit._reports.stuck import StuckReport, build
 from raytrace_kit._worker import stack_server
 from raytrace_kit._worker.snapshot import snapshot
@@ -56,6 +57,7 @@ def _node_state(request: str, answer_s: float) -> dict[str, Any]:
         "snapshots": snapshots,
         "silent": silent,
         "in_flight": in_flight([root]),
+        "samples": recent([root]),  # where each sampled call sat in the last seconds
     }
 
 

@@ -81,6 +81,7 @@ __all__ = [
     "parent_members",
     "profile_members",
     "safe_str",
+    "second_text",
     "serialization_fields",
     "stamp",
     "stuck_members",
@@ -99,34 +100,33 @@ VALUE_CHARS = 4096
 _ENCODER = json.JSONEncoder(default=repr, ensure_ascii=False, separators=(",", ":"))
 
 
+def second_text(second: int) -> str:
+    """The date and time of ``second`` since the epoch, to the second, as timestamps start.
+
+    Formatted once per second: the newest second's text is kept (every line needs one).
+    """
+    state = output_state.state
+    clock = state.clock
+    if clock[0] == second:
+        return clock[1]
+    text = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    if second >= clock[0]:  # keep the cache for the newest second
+        state.clock = (second, text)
+    return text
+
+
 def stamp(seconds: float) -> str:
     """``seconds`` since the epoch as :func:`now` renders the present time."""
     second = int(seconds)
-    state = output_state.state
-    clock = state.clock
-    if clock[0] != second:
-        text = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-        if second >= clock[0]:  # keep the cache for the newest second
-            state.clock = (second, text)
-    else:
-        text = clock[1]
-    return f"{text}.{int((seconds - second) * 1e6):06d}+00:00"
+    return f"{second_text(second)}.{int((seconds - second) * 1e6):06d}+00:00"
 
 
 def now() -> str:
     """ISO 8601 UTC with microseconds, fixed width, so timestamps sort as strings.
 
-    Equal to ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``; the
-    date-time part is formatted once per second (this runs twice per call).
+    Equal to ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``.
     """
-    state = output_state.state
-    current = time.time()
-    second = int(current)
-    clock = state.clock
-    if clock[0] != second:
-        text = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-        clock = state.clock = (second, text)
-    return f"{clock[1]}.{int((current - second) * 1e6):06d}+00:00"
+    return stamp(time.time())
 
 
 def members(fields: Mapping[str, Any]) -> str:
@@ -142,28 +142,26 @@ def safe_str(value: object) -> str:
         return f"<{type(value).__name__} whose __str__ raised {type(exc).__name__}>"
 
 
-def _quoted(value: str | None) -> str:
-    return "null" if value is None else f'"{value}"'
-
-
 def identity_members(identity: ProcessIdentity) -> str:
     """The process's ids as members (``job_id``, ``node_id``, ``worker_id``, ``pid``)."""
     state = output_state.state
     cached = state.identity_members
     if cached is not None and cached[0] is identity:
         return cached[1]
-    rendered = (
-        f'"job_id":{_quoted(identity.job_id)},"node_id":{_quoted(identity.node_id)},'
-        f'"worker_id":{_quoted(identity.worker_id)},"pid":{identity.pid}'
-    )
+    ids = (identity.job_id, identity.node_id, identity.worker_id)
+    job, node, worker = (_ENCODER.encode(value) for value in ids)  # null, or a quoted id
+    rendered = f'"job_id":{job},"node_id":{node},"worker_id":{worker},"pid":{identity.pid}'
     state.identity_members = (identity, rendered)
     return rendered
+
+
+_NO_PARENT = '"parent_call_id":null,"parent_task_id":null'
 
 
 def parent_members(parent: str | None) -> str:
     """``parent_call_id`` and ``parent_task_id`` from a ``parent_token`` (nulls for none)."""
     if not parent:
-        return '"parent_call_id":null,"parent_task_id":null'
+        return _NO_PARENT
     parent_call, _, parent_task = parent.partition("/")
     task = f'"{parent_task}"' if parent_task else "null"
     return f'"parent_call_id":"{parent_call}","parent_task_id":{task}'
@@ -188,15 +186,16 @@ def call_members(
     task name is the user's, so it is encoded. ``parent`` is :func:`parent_token` of the
     call during which this one was submitted.
     """
-    # Inline conditionals, not _quoted(): this runs on every call.
+    # Inline conditionals and the cached identity, not helpers: this runs on every call.
     name = "null" if task_name is None else _task_name_json(task_name)
-    parents = parent_members(parent)
+    parents = parent_members(parent) if parent else _NO_PARENT
     task = "null" if task_id is None else f'"{task_id}"'
     actor = "null" if actor_id is None else f'"{actor_id}"'
+    ids = output_state.state.identity_members
     return (
         f'"call_id":"{call_id}",{parents},{spec_fragment},"mode":"{mode}",'
         f'"task_id":{task},"task_name":{name},"actor_id":{actor},'
-        f"{identity_members(identity)},"
+        f"{ids[1] if ids is not None and ids[0] is identity else identity_members(identity)},"
         f'"attempt":{"null" if attempt is None else int(attempt)}'
     )
 

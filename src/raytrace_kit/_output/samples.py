@@ -4,7 +4,7 @@
 line, each with ``k`` (its kind):
 
 - ``process``: first, once: ``pid``, ``node_id``, ``worker_id``, ``hz`` (the rate),
-  ``format`` (1), ``t`` (Unix time);
+  ``format`` (1), ``t`` (Unix time); a driver's also ``role`` (``driver``) and ``script``;
 - ``frame``: ``id``, ``name`` (the function's qualified name), ``file``, ``line``: one
   place in the code, written once per process, before the first stack that holds it;
 - ``stack``: ``id``, ``frames`` (frame ids, outermost first): written once;
@@ -68,20 +68,31 @@ class SamplesFile:
     :meth:`flush` writes them with the counts.
     """
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
-        self.path = path
+    def __init__(self, path: Path | None, header: dict[str, Any]) -> None:
+        self.path: Path | None = None
         self.cap = max_bytes()
         self.size = 0
         self.capped = False
-        self.pending: list[str] = [_line({"k": "process", "format": FORMAT, **header})]
+        self.pending: list[str] = [""]  # the header first: placed with the path
         self.frames: dict[tuple[CodeType, int], int] = {}
         self.stacks: dict[tuple[int, ...], int] = {}
         self.threads: dict[int, int] = {}
         self.calls: dict[Any, int] = {}
         self.counts: Counter[tuple[int, int, int, int]] = Counter()
         self._next_call = 1
-        self._writer = writer.EventWriter(path)
+        self._writer: writer.EventWriter | None = None
         self._since = time.monotonic()
+        if path is not None:
+            self.place(path, header)
+
+    def place(self, path: Path, header: dict[str, Any]) -> None:
+        """Name the file (a driver's, once Ray is up) and its ``process`` record."""
+        self.path, self._writer = path, writer.EventWriter(path)
+        self.pending[0] = _line({"k": "process", "format": FORMAT, **header})
+
+    def pending_bytes(self) -> int:
+        """About how much waits to be written (a file not yet placed keeps it all)."""
+        return sum(map(len, self.pending))
 
     def frame(self, code: CodeType, line: int) -> int:
         """The id of a place in the code, defined on first use."""
@@ -126,6 +137,8 @@ class SamplesFile:
         self._since = now
         if not self.pending:
             return True
+        if self._writer is None:
+            return True  # not placed yet: kept, and written with the header once it is
         data = "".join(self.pending).encode()
         self.pending.clear()
         if self.size + len(data) > self.cap:
@@ -141,4 +154,5 @@ class SamplesFile:
 
     def close(self) -> None:
         """Close the file's descriptor."""
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit import _process
-from raytrace_kit._output import encode, paths
+from raytrace_kit._output import encode, paths, submit_lines
 from raytrace_kit._output import state as output_state
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit.exceptions import RaytraceKitWarning
@@ -26,6 +26,7 @@ __all__ = [
     "EventWriter",
     "emit",
     "emit_call",
+    "emit_line",
     "report_failure",
     "rotation_limits",
     "warn",
@@ -34,6 +35,8 @@ __all__ = [
 
 # A deleted or replaced event file is noticed within this many seconds.
 _CHECK_SECONDS = 1.0
+_state = output_state.state  # never rebound: its reset clears it in place
+_clock, _write = time.monotonic, os.write  # once a line: no module lookup
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -80,9 +83,11 @@ class EventWriter:
         self._lock = threading.Lock()
         self._identity: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the open file
         self._size = 0
-        self._checked = 0.0
+        self._check_at = 0.0  # time.monotonic() of the next look for a deleted file
         self._cut = False  # the last line was cut short: start the next on a fresh line
         self._limits = rotation_limits()
+        # Bytes the file may reach before it rotates: one comparison a line (inf: never).
+        self._room = float(self._limits[0] or "inf")
         self._reopened = ""  # why the file was recreated, to report once the lock is free
 
     def write(self, line: bytes) -> None:
@@ -92,23 +97,21 @@ class EventWriter:
             OSError: The file cannot be opened or written (the line may be cut short).
         """
         with self._lock:
-            fd = self._fd
-            if fd is None:
-                fd = self._open()
-            else:
-                now = time.monotonic()
-                if now - self._checked >= _CHECK_SECONDS:
-                    self._checked = now
-                    fd = self._reopen_if_gone(fd)
-            if self._cut:
-                line = b"\n" + line
-            max_bytes = self._limits[0]
-            if max_bytes and self._size + len(line) > max_bytes and self._size:
-                fd = self._rotate(fd)
+            fd, size = self._fd, len(line)
+            # One test for all that is seldom due: open, look for a deleted file, fence
+            # off a cut line, rotate.
+            if (
+                fd is None
+                or self._cut
+                or self._size + size > self._room
+                or _clock() >= self._check_at
+            ):
+                fd, line = self._ready(fd, line)
+                size = len(line)
             # Raising, os.write wrote nothing: there is no part of the line to fence off.
-            written = os.write(fd, line)  # all of it, but for a full disk or a signal
+            written = _write(fd, line)  # all of it, but for a full disk or a signal
             self._size += written
-            if written < len(line):
+            if written < size:
                 self._append(fd, line, written)
             self._cut = False
         if self._reopened:  # outside the lock: a warnings hook may log through us
@@ -118,6 +121,21 @@ class EventWriter:
                 f"the event file {self.path} was {reason}; a new one was started",
                 FileNotFoundError(errno.ENOENT, reason, str(self.path)),
             )
+
+    def _ready(self, fd: int | None, line: bytes) -> tuple[int, bytes]:
+        """The descriptor to write ``line`` to, and the line: opened, checked, rotated."""
+        if fd is None:
+            fd = self._open()
+        else:
+            now = time.monotonic()
+            if now >= self._check_at:
+                self._check_at = now + _CHECK_SECONDS
+                fd = self._reopen_if_gone(fd)
+        if self._cut:
+            line = b"\n" + line
+        if self._size + len(line) > self._room and self._size:
+            fd = self._rotate(fd)
+        return fd, line
 
     def _append(self, fd: int, line: bytes, written: int) -> None:
         """``line`` from its byte ``written`` on (after a short write, or all of it)."""
@@ -138,7 +156,7 @@ class EventWriter:
         fd = os.open(self.path, _OPEN_FLAGS, 0o600)  # for this user: messages may be private
         info = os.fstat(fd)
         self._fd, self._identity, self._size = fd, (info.st_dev, info.st_ino), info.st_size
-        self._checked = time.monotonic()
+        self._check_at = time.monotonic() + _CHECK_SECONDS
         # A file that does not end in a newline was cut short (by this or another process).
         self._cut = info.st_size > 0 and _last_byte(fd, info.st_size) != b"\n"
         return fd
@@ -275,17 +293,27 @@ def emit(event: str, level: str, fields: dict[str, Any]) -> None:
 
 
 def emit_call(event: str, level: str, call: ActiveCall, tail: str = "") -> None:
-    """Write ``call.start`` / ``call.end`` (the hot path: pre-rendered members).
+    """Write an event of ``call`` (``call.stuck``, ``call.blocked``): its members, then ``tail``."""
+    # A call whose ids were never captured has no identity: this process's file then.
+    emit_line(encode.call_line(event, level, call.fragment, tail), getattr(call, "identity", None))
+
+
+def emit_line(line: bytes, identity: _process.ProcessIdentity | None) -> None:
+    """Write a call's rendered line (the hot path: ``call.start``, ``call.end``).
 
     Submission records waiting to be written go first, in the same write.
     """
-    line = encode.call_line(event, level, call.fragment, tail)
-    if output_state.state.submissions:
-        from raytrace_kit._output.submissions import rendered  # noqa: PLC0415 -- it imports us
-
-        line = rendered(call.identity) + line
+    state = _state
+    if state.submissions:
+        line = submit_lines.rendered(identity) + line
     try:
-        (output_state.state.worker_writer or _writer(call.identity)).write(line)
+        writer = state.worker_writer
+        if writer is None:  # a driver: its file of this identity, as _writer() keeps it
+            cached = state.driver_writer
+            writer = (
+                cached[1] if cached is not None and cached[0] is identity else _writer(identity)
+            )
+        writer.write(line)
     except Exception as exc:
         report_failure("write-events", "cannot write the event file", exc)
 

@@ -124,6 +124,23 @@ class ByValue:
                 line = (record.function, record.site)
                 passed[5][line] = passed[5].get(line, 0) + 1
 
+    def merge(self, other: ByValue) -> None:
+        """Add what ``other`` counted (submissions read after these): every object's counts."""
+        for function, (size, calls) in other.code.items():
+            known = self.code.setdefault(function, [0, 0])
+            known[0], known[1] = max(known[0], size), known[1] + calls
+        for key, (size, kind, where, calls, copies, lines, *rest) in other.objects.items():
+            passed = self.objects.get(key)
+            if passed is None:
+                if len(self.objects) >= MAX_OBJECTS:
+                    continue
+                passed = self.objects[key] = [size, kind, where, 0, 0, {}, *rest]
+            passed[0] = max(passed[0], size)
+            passed[3] += calls
+            passed[4] += copies
+            for line, count in lines.items():
+                passed[5][line] = passed[5].get(line, 0) + count
+
     def summary(self) -> dict[str, Any]:
         """What a node sends for a cluster's report: the objects of two calls or more."""
         return {

@@ -10,6 +10,7 @@ import operator
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -18,6 +19,7 @@ from raytrace_kit._output.schema import Call, CallStart
 __all__ = [
     "STARTED",
     "Call",
+    "Piece",
     "StartLine",
     "blocks",
     "chunks",
@@ -25,6 +27,7 @@ __all__ = [
     "interrupted",
     "iter_calls",
     "join_start",
+    "line_start",
     "process_calls",
     "processes",
     "unique",
@@ -80,20 +83,60 @@ def blocks(file: Path) -> Iterator[list[bytes]]:
         yield lines
 
 
-def chunks(file: Path) -> Iterator[tuple[bytes, int]]:
-    """The file in blocks: ``(block, size)``, its first ``size`` bytes whole lines.
+class Piece:
+    """The lines of one file that start in ``[start, stop)``: a share of a large file.
+
+    Two pieces that meet at an offset share no line and miss none: each end is moved to the
+    start of the line it falls in (see :func:`line_start`).
+    """
+
+    __slots__ = ("path", "start", "stop")
+
+    def __init__(self, path: Path, start: int, stop: int) -> None:
+        self.path, self.start, self.stop = path, start, stop
+
+    def __getstate__(self) -> tuple[Path, int, int]:
+        return self.path, self.start, self.stop
+
+    def __setstate__(self, state: tuple[Path, int, int]) -> None:
+        self.path, self.start, self.stop = state
+
+
+def line_start(handle: BinaryIO, offset: int) -> int:
+    """The offset of the first line that starts at or after ``offset`` (or the file's end)."""
+    if offset <= 0:
+        return 0
+    handle.seek(offset - 1)
+    at = offset - 1
+    while block := handle.read(2**16):
+        newline = block.find(b"\n")
+        if newline >= 0:
+            return at + newline + 1
+        at += len(block)
+    return at
+
+
+def chunks(file: Path | Piece) -> Iterator[tuple[bytes, int]]:
+    """A file (or a piece of one) in blocks: ``(block, size)``, its first ``size`` bytes lines.
 
     Each line ends in a newline within ``size`` (the file's last is given one).
     Memory stays bounded however large a file is; lines are not split out (a million
     small objects): :func:`iter_calls` finds them in place.
     """
+    path = file.path if isinstance(file, Piece) else file
     try:
-        handle = file.open("rb")
+        handle = path.open("rb")
     except OSError:
         return  # removed (rotated away) while we listed: nothing to report
     with handle:
+        left = -1  # bytes of the piece still to read (-1: the whole file)
+        if isinstance(file, Piece):
+            begin, end = line_start(handle, file.start), line_start(handle, file.stop)
+            handle.seek(begin)
+            left = end - begin
         rest = b""
-        while block := handle.read(_BLOCK):
+        while block := handle.read(_BLOCK if left < 0 else min(_BLOCK, left)):
+            left -= len(block)
             if rest:
                 block = rest + block
             last = block.rfind(b"\n") + 1
@@ -122,7 +165,7 @@ _SPACED = b'"event": "call.'  # written by another JSON writer ("key": "value")
 
 
 def iter_calls(  # noqa: PLR0912, PLR0915 -- the hot loop
-    files: list[Path],
+    files: list[Path] | list[Path | Piece],
     start: StartLine | None = None,
     others: Callable[[bytes], None] | None = None,
     logged: Callable[[bytes], object] | None = None,

@@ -15,6 +15,7 @@ from typing import Any
 
 from raytrace_kit._html import element
 from raytrace_kit._reports import svg
+from raytrace_kit._reports.flame import flame_graph
 from raytrace_kit._reports.spread import BINS_PER_DECADE
 from raytrace_kit._reports.svg import FAILED, LEAK, LEFT, OK, OTHER, RIGHT, ROW, TOP, WIDTH
 
@@ -25,7 +26,7 @@ _MIB = 2**20
 
 def pictures(charts: dict[str, Any]) -> list[str]:
     """The pictures the data has something for (each an ``<svg>`` element)."""
-    drawn = [task_stream(charts), memory(charts), spreads(charts)]
+    drawn = [task_stream(charts), memory(charts), spreads(charts), flame_graph(charts)]
     return [picture for picture in drawn if picture]
 
 

@@ -100,6 +100,12 @@ class Stamps:
         self.data += _EPOCH
         return True
 
+    def merge(self, other: Stamps) -> None:
+        """Add ``other``'s rows after these (read after them)."""
+        rows = len(self.data) // _STAMP
+        self.odd.update({rows + row: value for row, value in other.odd.items()})
+        self.data += other.data
+
     def seconds(self, numpy: Any) -> Any:
         """The stamps as floats: the very floats :class:`Clock` gives, in one array."""
         raw = numpy.frombuffer(self.data, dtype=f"S{_STAMP}")

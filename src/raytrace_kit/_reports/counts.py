@@ -9,6 +9,7 @@ in another shape (written by hand, or by something else) is decoded line by line
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import msgspec
 
 from raytrace_kit._reports.calls import distinct_processes
 
-__all__ = ["Counts", "count"]
+__all__ = ["Counts", "count", "has_submissions"]
 
 _BLOCK = 8 * 2**20
 _KIT_LINE = b'{"timestamp":"'  # how every line the kit renders begins
@@ -94,3 +95,29 @@ def count(files: list[Path]) -> Counts:
         calls += max(starts, ends)
     nodes = {g[-1].name.split("-")[1] for g in groups if g[-1].name.count("-") >= 2}
     return Counts(calls, failures, len(nodes), len(groups))
+
+
+_HEAD = 256 * 1024  # a submitting process writes its first records early: looked at first
+_SUBMIT_MARK = b'"event":"call.submit"'
+
+
+def has_submissions(files: list[Path]) -> bool:
+    """Whether any of these event files holds a ``call.submit`` (a byte search, no decoding).
+
+    The start of every file is searched before the rest of any: the driver's file, or a
+    parent's, has one near its start, so a session with submissions is known at once.
+    """
+    for whole in (False, True):
+        for file in files:
+            try:
+                with (
+                    file.open("rb") as handle,
+                    mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+                ):
+                    if whole and len(data) <= _HEAD:
+                        continue  # searched whole already
+                    if data.find(_SUBMIT_MARK, 0, len(data) if whole else _HEAD) >= 0:
+                        return True
+            except (OSError, ValueError):  # empty (mmap refuses), or gone
+                continue
+    return False

@@ -16,8 +16,8 @@ from raytrace_kit._output.schema import Call
 from raytrace_kit._reports import error_text, linking
 from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.explain_data import explain_data_text
-from raytrace_kit._reports.explanation import Explanation
-from raytrace_kit._reports.session import Session
+from raytrace_kit._reports.explanation import Explanation, reproduce
+from raytrace_kit._reports.session import Session, current_session
 from raytrace_kit.exceptions import EventsNotFoundError, NotSerializableError, RaytraceKitError
 
 __all__ = ["Explanation", "explain", "explain_task"]
@@ -167,6 +167,7 @@ def explain(exc: BaseException | str, session: Session | None = None) -> Explana
     Returns:
         ``str()`` gives plain text; notebooks render ``_repr_html_()``.
     """
+    session = session or current_session()
     if isinstance(exc, str):
         return _explain_text(exc, session)
     from ray.exceptions import RayTaskError  # noqa: PLC0415 -- Ray loads only to explain
@@ -200,7 +201,7 @@ def _task_error(
         + (f" (pid {pid})" if pid else "")
         + "; ray.get re-raised it here.",
         check=("the traceback below: the last frame is where it was raised",),
-        fix=("reproduce it in this process: with raytrace_kit.local_mode(post_mortem=True)",),
+        fix=reproduce(call),
         call=call,
     )
 

@@ -10,7 +10,7 @@ from raytrace_kit._html import card, pre
 from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.frame_locals import traceback_with_locals
 
-__all__ = ["Explanation"]
+__all__ = ["Explanation", "reproduce"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,21 @@ class Explanation:
                     pre(traceback_with_locals(call.traceback, call.frames_locals).rstrip())
                 )
         return card(self.kind, "", *parts)
+
+
+_LOCAL = "reproduce it in this process: with raytrace_kit.local_mode(post_mortem=True)"
+
+
+def reproduce(call: Call | None) -> tuple[str, ...]:
+    """How to run a failed call again: its replay, when its arguments were kept; local mode."""
+    if call is None:
+        return (_LOCAL,)
+    if call.replay_path:
+        ident = (call.task_id or call.call_id)[:16]
+        return (f"replay it here, with its own arguments: raytrace-kit replay {ident}", _LOCAL)
+    return (
+        _LOCAL,
+        "to replay the failing call with its own arguments, run again with raytrace-kit run "
+        "--capture failures (or @debuggable(capture='failures')), then raytrace-kit replay "
+        "TASK_ID (raytrace-kit events --status error lists them)",
+    )

@@ -13,20 +13,18 @@ machine's local time, as Ray names its sessions.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from raytrace_kit._html import card, table
 from raytrace_kit._reports import running
 from raytrace_kit._reports.columns import first_last_stamps
 from raytrace_kit._reports.counts import Counts, count
 from raytrace_kit._reports.driver import read_driver
 from raytrace_kit._reports.session import Session, open_session
+from raytrace_kit._reports.session_table import PREFIX, driver_shown, plural, shown_time
 from raytrace_kit._reports.sessions import (
     Choice,
-    SessionList,
     SessionSummary,
     session_dir_of,
     session_start,
@@ -40,32 +38,8 @@ __all__ = [
     "counted",
     "passed_over_line",
     "session_line",
-    "sessions_html",
-    "sessions_line",
-    "sessions_table",
     "shown_time",
 ]
-
-PREFIX = "raytrace-kit: "
-
-
-def shown_time(when: datetime | None) -> str:
-    """A time as the line shows it: this machine's local time, to the second."""
-    return when.astimezone().strftime("%Y-%m-%d %H:%M:%S") if when is not None else "?"
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
-
-
-def _driver(summary: SessionSummary) -> str:
-    """``pipeline.py`` (``+N more`` drivers), or the pid: a script is known while it runs."""
-    drivers = summary.drivers
-    if not drivers:
-        return ""
-    script = summary.script
-    first = running.shown_script(script) if script else f"pid {drivers[0].pid}"
-    return first + (f" +{len(drivers) - 1} more" if len(drivers) > 1 else "")
 
 
 def _facts(summary: SessionSummary) -> list[str]:
@@ -73,7 +47,7 @@ def _facts(summary: SessionSummary) -> list[str]:
     facts = [f"started {shown_time(summary.started)}"] if summary.started else []
     if summary.running is not None:
         facts.append("running" if summary.running else "ended")
-    driver = _driver(summary)
+    driver = driver_shown(summary)
     if driver:
         facts.append(f"driver: {driver}")
     return facts
@@ -92,7 +66,7 @@ def _chosen(choice: Choice) -> str:
     if newer:
         said += f", skipped {newer} newer ({', '.join(s for s in skipped if s)})"
     if choice.others_with_records:
-        said += f"; {_plural(choice.others_with_records, 'other')}: raytrace-kit sessions"
+        said += f"; {plural(choice.others_with_records, 'other')}: raytrace-kit sessions"
     return said
 
 
@@ -115,7 +89,7 @@ def session_line(
         processes = running.ray_processes()
         summary = summarize(home, processes, session.files, counts=counts)
         facts = _facts(summary)
-        sizes = [_plural(summary.nodes, "node"), _plural(summary.calls, "call")]
+        sizes = [plural(summary.nodes, "node"), plural(summary.calls, "call")]
         sizes.append(f"{summary.failures:,} failed")
         said = ", ".join([*facts, *sizes])
         line = f"{PREFIX}{root} ({said}){_chosen(choice) if choice else ''}"
@@ -125,8 +99,8 @@ def session_line(
         return line
     tally = counts or count(session.files)
     sizes = [
-        _plural(tally.nodes, "node"),
-        _plural(tally.calls, "call"),
+        plural(tally.nodes, "node"),
+        plural(tally.calls, "call"),
         f"{tally.failures:,} failed",
     ]
     origin = collected or _first_event(session)
@@ -148,7 +122,7 @@ def passed_over_line(newest: Path, read: Path, processes: list[running.RayNode] 
     script = run.get("script")
     # Once its process has ended, only the kit's record knows its script.
     driver = running.shown_script(str(script)) if script and not summary.script else ""
-    driver = driver or _driver(summary)
+    driver = driver or driver_shown(summary)
     if driver:
         facts.append(f"driver: {driver}")
     if "ended" in run:
@@ -242,7 +216,7 @@ def cluster_line(
     else:
         started = _session_started(session_dir.name)
         facts = [f"started {started}"] if started else []
-    said = ", ".join([*facts, _plural(nodes, "node") + " alive"])
+    said = ", ".join([*facts, plural(nodes, "node") + " alive"])
     return f"{PREFIX}cluster {address}, {session_dir} ({said}); {how}"
 
 
@@ -253,59 +227,6 @@ def cluster_listing(listed: list[running.Cluster]) -> list[str]:
         local = cluster.session_dir.is_dir()
         summary = summarize(cluster.session_dir, None, []) if local else None
         facts = _facts(summary) if summary else []
-        facts.append(_plural(cluster.nodes_here, "node") + " here")
+        facts.append(plural(cluster.nodes_here, "node") + " here")
         lines.append(f"  {cluster.address}  {cluster.session_dir} ({', '.join(facts)})")
     return lines
-
-
-def sessions_line(listing: SessionList) -> str:
-    """The line ``raytrace-kit sessions`` prints first: what was found, and the default."""
-    runs = sum(1 for s in listing if s.running)
-    said = f"{PREFIX}{listing.root}: {_plural(len(listing), 'session')} with kit records"
-    said += f" ({runs} running), {listing.without_records:,} without"
-    default = listing.default
-    if default is None:
-        return said + "; none of them is yours: pass a SOURCE to the commands"
-    return said + f"; the default (*) is {default.name}, the newest of yours with kit records"
-
-
-_HEADERS = ("", "session", "started", "state", "driver", "nodes", "calls", "failed", "owner")
-
-
-def _row(summary: SessionSummary) -> tuple[str, ...]:
-    state = {True: "running", False: "ended", None: "?"}[summary.running]
-    if summary.running and summary.address:
-        state += f" at {summary.address}"
-    return (
-        "*" if summary.default else "",
-        summary.name,
-        shown_time(summary.started),
-        state,
-        _driver(summary),
-        f"{summary.nodes:,}",
-        f"{summary.calls:,}",
-        f"{summary.failures:,}",
-        summary.owner,
-    )
-
-
-def sessions_table(listing: SessionList) -> str:
-    """The sessions as a text table (rich, no colours), newest first."""
-    from rich.console import Console  # noqa: PLC0415 -- rich loads on first render
-    from rich.table import Table  # noqa: PLC0415
-
-    shown = Table(box=None, pad_edge=False)
-    for index, header in enumerate(_HEADERS):
-        shown.add_column(header, justify="right" if 5 <= index <= 7 else "left", no_wrap=True)
-    for summary in listing:
-        shown.add_row(*_row(summary))
-    with open(os.devnull, "w") as sink:
-        console = Console(width=200, record=True, file=sink, color_system=None, force_jupyter=False)
-        console.print(shown)
-        return "\n".join(line.rstrip() for line in console.export_text().splitlines())
-
-
-def sessions_html(listing: SessionList) -> str:
-    """The sessions as a notebook card."""
-    summary = f"{len(listing)} with kit records under {listing.root}"
-    return card("Sessions", summary, table(_HEADERS, [_row(s) for s in listing]))

@@ -17,6 +17,8 @@ from array import array
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from raytrace_kit._reports.packing import pack_floats, pack_ints, unpack_floats, unpack_ints
+
 if TYPE_CHECKING:
     from raytrace_kit._output.schema import Call
 
@@ -107,6 +109,23 @@ class Lane:
         self.functions = None
         self.stride *= 2
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The lane as it travels: its arrays packed (about a quarter of their bytes)."""
+        state = {name: getattr(self, name) for name in self.__slots__}
+        for name in _FLOATS:
+            state[name] = pack_floats(state[name], keep_order=True)
+        for name in _INTS:
+            state[name] = pack_ints(state[name])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        for name in _FLOATS:
+            setattr(self, name, unpack_floats(state[name]))
+        for name in _INTS:
+            setattr(self, name, array("q", unpack_ints(state[name])))
+
     def failure(self, call: Call) -> None:
         """Mark a failed call, at its end."""
         self.failures.add(call.ended or call.started, call.function, call.error_type or "?")
@@ -145,6 +164,9 @@ class Lane:
             ],
             "kill_count": self.kills.count,
         }
+
+
+_FLOATS, _INTS = ("ends", "busy"), ("calls", "failed", "peaks")  # a lane's packed arrays
 
 
 def lanes_data(

@@ -13,12 +13,14 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raytrace_kit._output.schema import Call
 from raytrace_kit._reports.deaths import WorkerDeath, find_ray_logs, worker_deaths
-from raytrace_kit._reports.session import Session, open_session
 from raytrace_kit._reports.tally import seconds
-from raytrace_kit.exceptions import EventsNotFoundError
+
+if TYPE_CHECKING:
+    from raytrace_kit._reports.session import Session
 
 __all__ = [
     "actor_call",
@@ -56,13 +58,6 @@ def task_identity(text: str) -> tuple[str | None, int | None]:
     return match["function"], int(match["pid"]) if match["pid"] else None
 
 
-def _session(session: Session | None) -> Session | None:
-    try:
-        return session or open_session()
-    except (EventsNotFoundError, OSError):
-        return None
-
-
 def _same_function(recorded: str, short: str) -> bool:
     """``pkg.stages.process`` is ``process``; ``mod.Counter.add`` is ``Counter.add``."""
     return recorded == short or recorded.endswith("." + short)
@@ -85,12 +80,11 @@ def failing_call(
     them. ``None`` when only the type is known (several calls may have raised it) or no
     call matches.
     """
-    opened = _session(session)
-    if opened is None or (function is None and pid is None and not message):
+    if session is None or (function is None and pid is None and not message):
         return None
     candidates = [
         call
-        for call in opened.calls(status="error")
+        for call in session.calls(status="error")
         if call.error_type == cause
         and (pid is None or call.pid == pid)
         and (function is None or _same_function(call.function, function))
@@ -105,18 +99,16 @@ def failing_call(
 
 def interrupted_calls(session: Session | None) -> list[Call]:
     """The session's calls without an end whose process is not running any more."""
-    opened = _session(session)
-    if opened is None:
+    if session is None:
         return []
-    return [c for c in opened.calls(status="interrupted") if not still_running(c.pid, c.started)]
+    return [c for c in session.calls(status="interrupted") if not still_running(c.pid, c.started)]
 
 
 def task_call(session: Session | None, task_id: str) -> Call | None:
     """The last recorded attempt of a task, by its id (or a prefix of it)."""
-    opened = _session(session)
-    if opened is None:
+    if session is None:
         return None
-    calls = [c for c in opened.calls() if c.task_id and c.task_id.startswith(task_id)]
+    calls = [c for c in session.calls() if c.task_id and c.task_id.startswith(task_id)]
     return calls[-1] if calls else None
 
 
@@ -152,11 +144,10 @@ def death_of(call: Call, session: Session | None) -> WorkerDeath | None:
 
 def deaths_of(calls: list[Call], session: Session | None) -> dict[str, WorkerDeath]:
     """:func:`death_of` for several calls, by call id: Ray's logs are read once for all."""
-    opened = _session(session)
     wanted = [call for call in calls if call.worker_id]
-    if opened is None or not wanted:
+    if session is None or not wanted:
         return {}
-    logs = find_ray_logs(opened.root)
+    logs = find_ray_logs(session.root)
     if logs is None:
         return {}
     deaths = worker_deaths(logs, [call.worker_id or "" for call in wanted])

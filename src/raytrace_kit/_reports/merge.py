@@ -18,6 +18,7 @@ import heapq
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,28 +28,53 @@ from raytrace_kit._reports.data_ops import DataOps
 from raytrace_kit._reports.deaths import WorkerDeath
 from raytrace_kit._reports.driver import LONG_WAITS, DriverRecord, Site, Waited
 from raytrace_kit._reports.flights import flights, loops_of
-from raytrace_kit._reports.fold import tally_of
 from raytrace_kit._reports.joins import KEEP_TASK_IDS
 from raytrace_kit._reports.lanes import LANES_DRAWN, Lane
 from raytrace_kit._reports.micros import unpack_lines
 from raytrace_kit._reports.names import CallNames
-from raytrace_kit._reports.packing import unpack_floats, unpack_ints
-from raytrace_kit._reports.partial import LANE_AS_IS
+from raytrace_kit._reports.packing import unpack_floats
 from raytrace_kit._reports.queues import MAX_LISTED, Queues
 from raytrace_kit._reports.report import RayLogs, Report, finish
+from raytrace_kit._reports.rules import SERIAL_MIN_CHILDREN
+from raytrace_kit._reports.tally import Tally
 
-__all__ = ["Ask", "cluster_report"]
+__all__ = ["Ask", "Merged", "cluster_report", "merged"]
 
 # ask(method, [arguments of node 0, of node 1, ...]) -> [answer of node 0, ...]
 Ask = Callable[[str, list[tuple[Any, ...]]], list[Any]]
+
+
+@dataclass
+class Merged:
+    """The nodes' answers merged: the tally of every call, and what finishes it into a report."""
+
+    tally: Tally
+    driver: DriverRecord
+    queues: Queues
+    flights: dict[str, Any]
+    ray_logs: RayLogs
+    files: int
+    blocked: BlockedLoops
+    data: DataOps
+
+    def report(self, source: str) -> Report:
+        """The report, finished by the code that finishes a report of files."""
+        return finish(
+            self.tally, self.driver, self.queues, self.flights, self.ray_logs, source=source,
+            files=self.files, blocked=self.blocked, data=self.data,
+        )  # fmt: skip
 
 
 def cluster_report(
     ask: Ask, nodes: int, *, since: str | None, until: str | None, source: str
 ) -> Report:
     """The report of ``nodes`` nodes' files, computed by them and merged here (see module)."""
-    everyone: list[tuple[Any, ...]] = [()] * nodes
-    prepared = ask("prepare", everyone)
+    return merged(ask, nodes, since=since, until=until).report(source)
+
+
+def merged(ask: Ask, nodes: int, *, since: str | None, until: str | None) -> Merged:
+    """The questions asked of ``nodes`` nodes in turn, and their answers merged."""
+    prepared = ask("prepare", [()] * nodes)
     driver = _drivers([answer["driver"] for answer in prepared])
     joined = any(answer["submissions"] for answer in prepared)
     waits = [list(wait.task_ids) for _, _, wait in driver.long_waits]
@@ -61,46 +87,67 @@ def cluster_report(
     lined = ask(
         "ends", [([joins[j]["back"][i] for j in range(nodes)], shared) for i in range(nodes)]
     )
-    loops = _loops(lined, first, shared)
-    tally = tally_of(partials, since, until)
-    tally.waited = _waited(waits, partials) if waits else None
-    candidates = list(tally.children)
+    tally = _merged_tally(partials, since, until, waits)
     chosen = _chosen_lanes(partials)
     workers = [row["worker_id"] for row in tally.interrupted if row["worker_id"]]
     found, kept = _flights(queued, joins)
     details = ask(
         "details",
-        [(candidates, chosen.get(rank, []), workers, kept.get(rank, [])) for rank in range(nodes)],
-    )
+        [(_candidates(tally), chosen.get(rank, []), workers, kept.get(rank, []))
+         for rank in range(nodes)],
+    )  # fmt: skip
     tally.names = _Known({k: v for answer in details for k, v in answer["names"].items()})
     tally.lanes = _lanes(partials, details)
+    ray_logs = _ray_logs(tally, details)
+    for row in found["never"]:
+        row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
+    flown = flights(
+        found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get,
+        _loops(lined, first, shared), found["actors"], called=found["called"],
+        made=found["made"], backlog=found["backlog"],
+    )  # fmt: skip
+    queues = Queues(joined=joined)
+    queues.killed = {task for part in queued for task in part["killed"]}
+    queues.by_value.add(part["by_value"] for part in queued)  # large data passed by value
+    return Merged(
+        tally, driver, queues, flown, ray_logs, sum(answer["files"] for answer in prepared),
+        BlockedLoops.merged(part["blocked"] for part in partials),
+        DataOps.merged(part["data"] for part in partials),
+    )  # fmt: skip
+
+
+def _merged_tally(
+    partials: list[dict[str, Any]], since: str | None, until: str | None, waits: list[list[str]]
+) -> Tally:
+    """The nodes' sums merged, each node's whole, in order: as a report reads them."""
+    tally = Tally(since, until)
+    for part in partials:
+        tally.merge(part["sums"])
+    tally.waited = _waited(waits, partials) if waits else None
+    return tally
+
+
+def _candidates(tally: Tally) -> list[str]:
+    """The parents the one-at-a-time rule may name: their functions are asked of the nodes."""
+    return [
+        parent
+        for parent, children in tally.children.items()
+        if children.count >= SERIAL_MIN_CHILDREN and not children.overlapped
+    ]
+
+
+def _ray_logs(tally: Tally, details: list[dict[str, Any]]) -> RayLogs:
+    """Ray's records of deaths, and whether each call without an end lives, as nodes said."""
     alive = {row["call_id"]: row.pop("alive") for row in tally.interrupted}
     deaths: dict[str, WorkerDeath] = {}
     for answer in details:
         deaths.update(answer["deaths"])
     logs = next((answer["logs"] for answer in details if answer["logs"]), None)
-    ray_logs = RayLogs(
+    return RayLogs(
         Path(logs) if logs else None,
         lambda ids: {w: deaths[w] for w in ids if w in deaths},
         lambda row: alive.get(row["call_id"], False),
     )
-    for row in found["never"]:
-        row["task_id"] = details[row.pop("rank")]["task_ids"].get(row.pop("index"))
-    flown = flights(
-        found["waits"], found["never"], found["count"], found["stuck"], tally.stuck_status.get,
-        loops, found["actors"], called=found["called"], made=found["made"],
-        backlog=found["backlog"],
-    )  # fmt: skip
-    files = sum(answer["files"] for answer in prepared)
-    queues = Queues(joined=joined)
-    queues.killed = {task for part in queued for task in part["killed"]}
-    queues.by_value.add(part["by_value"] for part in queued)  # large data passed by value
-    blocked = BlockedLoops.merged(part["blocked"] for part in partials)
-    data = DataOps.merged(part["data"] for part in partials)
-    return finish(
-        tally, driver, queues, flown, ray_logs, source=source, files=files, blocked=blocked,
-        data=data,
-    )  # fmt: skip
 
 
 def _sites(queued: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, int], list[str]]:
@@ -213,9 +260,9 @@ def _waited(waits: list[list[str]], partials: list[dict[str, Any]]) -> dict[str,
 def _chosen_lanes(partials: list[dict[str, Any]]) -> dict[int, list[int]]:
     """The lanes the pictures draw (``lanes.lanes_data``'s choice), by node: their indexes."""
     everyone = [
-        (not marked, -total, rank, index)
+        (not weight.marked, -weight.total, rank, index)
         for rank, part in enumerate(partials)
-        for index, (marked, total) in enumerate(part["lanes"])
+        for index, weight in enumerate(part["lanes"])
     ]
     chosen: dict[int, list[int]] = {}
     for _, _, rank, index in sorted(everyone)[:LANES_DRAWN]:
@@ -228,26 +275,14 @@ def _lanes(partials: list[dict[str, Any]], details: list[dict[str, Any]]) -> lis
     lanes: list[Lane] = []
     for rank, part in enumerate(partials):
         sent = details[rank]["lanes"]
-        for index, (_, total) in enumerate(part["lanes"]):
+        for index, weight in enumerate(part["lanes"]):
             if index in sent:
-                lanes.append(_unpack_lane(sent[index]))
+                lanes.append(sent[index])
             else:  # not drawn: only its place in the order, and its count, matter
                 stand_in = Lane()
-                stand_in.total = total
+                stand_in.total = weight.total
                 lanes.append(stand_in)
     return lanes
-
-
-def _unpack_lane(packed: dict[str, Any]) -> Lane:
-    lane = Lane()
-    lane.ends = unpack_floats(packed["ends"])
-    lane.calls = array("q", unpack_ints(packed["calls"]))
-    lane.busy = unpack_floats(packed["busy"])
-    lane.failed = array("q", unpack_ints(packed["failed"]))
-    lane.peaks = array("q", unpack_ints(packed["peaks"]))
-    for name in LANE_AS_IS:
-        setattr(lane, name, packed["rest"][name])
-    return lane
 
 
 def _flights(

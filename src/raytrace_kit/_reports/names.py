@@ -46,6 +46,14 @@ class CallNames:
                 _pack(ids, function, self.packed[function], self.others)
                 ids.clear()
 
+    def merge(self, other: CallNames) -> None:
+        """Add ``other``'s ids (packed) to these."""
+        other.pack()
+        for function, ids in other.packed.items():
+            self.ids_of(function)
+            self.packed[function].extend(ids)
+        self.others.update(other.others)
+
     def names_of(self, call_ids: Iterable[str]) -> dict[str, str]:
         """The function of each of ``call_ids`` that was added (one scan of all the ids)."""
         self.pack()

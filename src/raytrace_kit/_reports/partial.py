@@ -6,10 +6,11 @@ answers the caller's questions (``merge.py`` asks them, in turn):
 
 1. :meth:`NodeReport.prepare`: its drivers' records (small) and whether it holds
    submission records, which decide what the tally must keep.
-2. :meth:`NodeReport.tally`: its tally, as what merges: counts, each function's durations
-   packed exactly (``packing.py``: about a third of a byte a call), the largest figures,
-   the failures, the first calls without an end, the times in queue joined here; each
-   parent's children's spans, unless they overlap here (then one flag says so).
+2. :meth:`NodeReport.tally`: its tally's sums, the records that merge (``sums.py``):
+   counts, each function's durations packed exactly (``packing.py``: about a third of a
+   byte a call), the largest figures, the failures, the first calls without an end; each
+   parent's children's spans, unless they overlap here (then one flag says so); and the
+   times in queue joined here.
 3. to 5. :meth:`NodeReport.split`, :meth:`NodeReport.join` and :meth:`NodeReport.ends`:
    the submissions, starts and ends whose other half is elsewhere, joined by the node
    their task key falls to, and the driver's calls' ends sent back to where they were
@@ -22,8 +23,6 @@ The node keeps its tally between the questions (the reader is an actor, ``_drive
 
 from __future__ import annotations
 
-import itertools
-from array import array
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +32,14 @@ from raytrace_kit._reports.data_ops import DataOps
 from raytrace_kit._reports.deaths import find_ray_logs, worker_deaths
 from raytrace_kit._reports.driver import DRIVER_GLOB, Waited, read_driver
 from raytrace_kit._reports.joins import NodeQueues, join
-from raytrace_kit._reports.lanes import Lane
 from raytrace_kit._reports.linking import still_running
-from raytrace_kit._reports.packing import pack_floats, pack_ints, pack_keys, task_key
+from raytrace_kit._reports.packing import task_key
 from raytrace_kit._reports.queues import has_submissions
 from raytrace_kit._reports.sessions import EVENT_GLOB
+from raytrace_kit._reports.sums import LaneTotal
 from raytrace_kit._reports.tally import Tally
 
-__all__ = ["LANE_AS_IS", "NodeReport", "hex_key", "pack_lane"]
-
-_OVERLAP_S = 1e-4  # children closer than this count as one after the other (rules.py)
+__all__ = ["NodeReport", "hex_key"]
 
 
 def hex_key(task_id: str) -> str:
@@ -67,14 +64,6 @@ class _ByKey(dict[str, Waited | None]):
 
     def found(self, key: str) -> Waited | None:
         return super().get(key)
-
-
-def _spans(times: array[float]) -> bytes | None:
-    """A parent's children's spans, packed in order of start; ``None`` if two overlap."""
-    spans = sorted(zip(times[::2], times[1::2], strict=True))
-    if any(b[0] < a[1] - _OVERLAP_S for a, b in itertools.pairwise(spans)):
-        return None
-    return pack_floats([t for span in spans for t in span], keep_order=True)
 
 
 class NodeReport:
@@ -118,59 +107,18 @@ class NodeReport:
             tally.process(data.calls(iter_calls(files, line, others, data.event)), line)
         tally.names.pack()
         self._tally = tally
+        sums = tally.sums()
+        sums.interrupted = [  # whether each one's process lives: known here only
+            {**row, "alive": still_running(row["pid"], row["started"])} for row in tally.interrupted
+        ]
         return {
-            "counts": [
-                tally.calls,
-                tally.failed,
-                tally.interrupted_count,
-                tally.retried,
-                tally.processes,
-                tally.busy,
-            ],
-            "nodes": sorted(tally.nodes),
-            "first": tally.first,
-            "last": tally.last,
-            "busiest": tally.busiest,
-            "failures": list(tally.failures.values()),
-            "failed_tasks": pack_keys(sorted(map(task_key, tally.failed_tasks))),
-            "recovered": pack_keys(sorted(map(task_key, tally.recovered))),
-            "interrupted": [
-                {**row, "alive": still_running(row["pid"], row["started"])}
-                for row in tally.interrupted
-            ],
-            "functions": {
-                name: (
-                    pack_floats(f.durations),
-                    f.slowest,
-                    f.slowest_start,
-                    f.growth,
-                    f.private,
-                    f.retries,
-                    f.task,
-                )
-                for name, f in tally.functions.items()
-            },
-            "actors": {
-                actor: (
-                    run.function,
-                    run.calls,
-                    run.busy,
-                    run.gaps,
-                    run.first,
-                    run.last,
-                    run.overlapped,
-                )
-                for actor, run in tally.actors.items()
-            },
-            "children": {parent: (len(t) // 2, _spans(t)) for parent, t in tally.children.items()},
-            "leaks": tally.leaks,
+            "sums": sums,
             "lanes": [
-                (bool(lane.leak or lane.failures.count or lane.kills.count), lane.total)
+                LaneTotal(bool(lane.leak or lane.failures.count or lane.kills.count), lane.total)
                 for lane in tally.lanes
             ],
             "waits": [_wait_summary(waited, wait) for wait in waits] if waited else [],
-            "queues": queues.here({task_key(task) for task in tally.failed_tasks}),
-            "stuck_status": tally.stuck_status,
+            "queues": queues.here(tally.failed_tasks),
             "blocked": blocked.to_dict(),
             "data": data.to_dict(),
         }
@@ -210,26 +158,11 @@ class NodeReport:
         with_gcs = logs is not None and (logs / "gcs_server.out").is_file()
         return {
             "names": tally.names.names_of(call_ids) if call_ids else {},
-            "lanes": {index: pack_lane(tally.lanes[index]) for index in lanes},
+            "lanes": {index: tally.lanes[index] for index in lanes},
             "task_ids": queues.task_ids(indexes) if indexes else {},
             "logs": str(logs) if with_gcs else None,
             "deaths": worker_deaths(logs, worker_ids) if with_gcs and logs else {},
         }
-
-
-def pack_lane(lane: Lane) -> dict[str, Any]:
-    """A lane as it travels: its arrays packed (about a quarter of their bytes)."""
-    return {
-        "ends": pack_floats(lane.ends, keep_order=True),
-        "calls": pack_ints(lane.calls),
-        "busy": pack_floats(lane.busy, keep_order=True),
-        "failed": pack_ints(lane.failed),
-        "peaks": pack_ints(lane.peaks),
-        "rest": {name: getattr(lane, name) for name in LANE_AS_IS},
-    }
-
-
-LANE_AS_IS = ("functions", "stride", "total", "failures", "kills", "leak", "pid", "node")
 
 
 def _wait_summary(waited: _ByKey, keys: list[str]) -> dict[str, Any]:

@@ -7,7 +7,7 @@
 - **pprof** (``go tool pprof``, Pyroscope): a gzipped ``profile.proto``, encoded here by
   hand (a few fields of one message need no protobuf package): values ``samples/count``
   and ``cpu/nanoseconds``, one location per line, labels for the call, the thread and the
-  state.
+  state (and ``driver``, the script, for a driver's samples).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from raytrace_kit._reports.samples import Frame, SampleRow
@@ -34,7 +35,7 @@ def speedscope(rows: list[SampleRow], name: str = "raytrace_kit samples") -> dic
         if profile is None:
             profile = profiles[row.process, row.thread] = {
                 "type": "sampled",
-                "name": f"{row.process} {row.thread}",
+                "name": f"{_process_name(row)} {row.thread}",
                 "unit": "seconds",
                 "startValue": 0,
                 "endValue": 0.0,
@@ -54,6 +55,13 @@ def speedscope(rows: list[SampleRow], name: str = "raytrace_kit samples") -> dic
         },
         "profiles": list(profiles.values()),
     }
+
+
+def _process_name(row: SampleRow) -> str:
+    """``node/pid``, or ``driver app.py (node/pid)`` for a driver's samples."""
+    if row.driver is None:
+        return row.process
+    return f"driver {Path(row.driver).name} ({row.process})"
 
 
 def collapsed(rows: list[SampleRow]) -> str:
@@ -123,6 +131,8 @@ def pprof(rows: list[SampleRow]) -> bytes:
             labels.append(("function", row.function))
         if row.call_id is not None:
             labels.append(("call_id", row.call_id))
+        if row.driver is not None:
+            labels.append(("driver", row.driver))
         sample = _packed(1, ids) + _packed(2, [row.count, round(row.seconds * 1e9)])
         for key, value in labels:
             sample += _bytes(3, _int(1, strings(key)) + _int(2, strings(value)))

@@ -11,10 +11,8 @@ first); the last stuck event of each call.
 
 from __future__ import annotations
 
-import mmap
 from array import array
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -30,6 +28,7 @@ from raytrace_kit._reports.columns import (
     grouped,
     joined,
 )
+from raytrace_kit._reports.counts import has_submissions
 from raytrace_kit._reports.finding import Finding, loop_title, most_first
 from raytrace_kit._reports.flights import LOOP_MIN, behind, flights
 
@@ -69,32 +68,6 @@ _MADE = msgspec.json.Decoder(_Made).decode
 BUSY_GAP_S = 0.1  # an actor idle longer than this between two calls: a new busy stretch
 
 
-_HEAD = 256 * 1024  # a submitting process writes its first records early: looked at first
-
-
-def has_submissions(files: list[Path]) -> bool:
-    """Whether any of these event files holds a ``call.submit`` (a byte search, no decoding).
-
-    The start of every file is searched before the rest of any: the driver's file, or a
-    parent's, has one near its start, so a session with submissions is known at once.
-    """
-    for whole in (False, True):
-        for file in files:
-            try:
-                with (
-                    file.open("rb") as handle,
-                    mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
-                ):
-                    if whole and len(data) <= _HEAD:
-                        continue  # searched whole already
-                    if data.find(_SUBMIT_MARK, 0, len(data) if whole else _HEAD) >= 0:
-                        return True
-            except (OSError, ValueError):  # empty (mmap refuses), or gone
-                continue
-    return False
-
-
-_SUBMIT_MARK = b'"event":"call.submit"'
 _ARG_REFS = b'"arg_task_ids":["'
 
 
@@ -182,6 +155,41 @@ class Queues:
                     self.killed.add(cancel.task_id)
         except (msgspec.DecodeError, msgspec.ValidationError):
             pass  # a line cut short by a killed process
+
+    def merge(self, other: Queues) -> None:
+        """Add ``other``'s records (read after these): columns appended, names renumbered."""
+        import numpy  # noqa: PLC0415 -- only for a session read in shares (150 ms)
+
+        ours = numpy.array([*(self._number(name) for name in other.names), -1], dtype=numpy.int64)
+        theirs = numpy.frombuffer(other.submit_names, dtype=numpy.int64)
+        self.submit_names.frombytes(ours[theirs].tobytes())  # -1 (none) stays -1: ours[-1]
+        for mine, more in (
+            (self.submit_keys, other.submit_keys),
+            (self.start_keys, other.start_keys),
+            (self.end_keys, other.end_keys),
+            (self.by_driver, other.by_driver),
+            (self.with_args, other.with_args),
+        ):
+            mine.extend(more)
+        self.submit_stamps.merge(other.submit_stamps)
+        self.start_stamps.merge(other.start_stamps)
+        self.start_idle.merge(other.start_idle)
+        self.end_stamps.merge(other.end_stamps)
+        for task in other.first_task_ids:
+            if len(self.first_task_ids) < KEEP_TASK_IDS:
+                self.first_task_ids.setdefault(task)
+        for call_id, event in other.stuck.items():
+            if call_id in self.stuck or len(self.stuck) < MAX_LISTED:
+                self.stuck[call_id] = event
+        self.killed |= set(sorted(other.killed)[: max(MAX_LISTED - len(self.killed), 0)])
+        for actor, ends in other.ready.items():
+            self.ready.setdefault(actor, []).extend(ends)
+        for key, before in other.before.items():
+            self.before.setdefault(key, before)
+        self.actor_last.update(other.actor_last)
+        self.busy_since.update(other.busy_since)
+        self.made.update(other.made)
+        self.by_value.merge(other.by_value)
 
     def take_made(self, raw: bytes) -> None:
         """An actor's creation record: whether its methods are async, how many run at once."""

@@ -31,6 +31,7 @@ from raytrace_kit._reports.deaths import (
 )
 from raytrace_kit._reports.driver import DriverRecord, read_driver
 from raytrace_kit._reports.finding import Finding
+from raytrace_kit._reports.flame import flame_data
 from raytrace_kit._reports.lanes import lanes_data
 from raytrace_kit._reports.linking import still_running
 from raytrace_kit._reports.queues import Queues, has_submissions
@@ -40,7 +41,8 @@ from raytrace_kit._reports.rules import (
     STRAGGLER_RATIO,
     straggler_floor,
 )
-from raytrace_kit._reports.samples import add_hot_lines
+from raytrace_kit._reports.sample_calls import add_straggler_lines
+from raytrace_kit._reports.samples import SampleRow, add_hot_lines, read_samples
 from raytrace_kit._reports.session import Session, instant, open_session
 from raytrace_kit._reports.spread import spread
 from raytrace_kit._reports.tally import Tally, seconds
@@ -49,7 +51,15 @@ from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 if TYPE_CHECKING:
     from datetime import datetime
 
-__all__ = ["FORCE_CANCELLED", "Finding", "RayLogs", "Report", "finish", "report"]
+__all__ = [
+    "FORCE_CANCELLED",
+    "Finding",
+    "RayLogs",
+    "Report",
+    "add_samples",
+    "finish",
+    "report",
+]
 
 SPREADS = 12  # functions whose durations are pictured: the slowest ones, stragglers' too
 
@@ -99,11 +109,7 @@ class Report:
 
 
 def _failures(tally: Tally) -> list[dict[str, Any]]:
-    groups = sorted(tally.failures.values(), key=lambda g: -g["count"])
-    for group in groups:
-        group["task_ids"] = sorted(set(group["task_ids"]))
-        group["nodes"] = sorted(group["nodes"])
-    return groups
+    return [group.row() for group in sorted(tally.failures.values(), key=lambda g: -g.count)]
 
 
 def _slowest(tally: Tally, span: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -259,8 +265,27 @@ def report(
         tally, driver, queues, flights, RayLogs.here(session.root),
         source=str(session.root), files=len(session.files), blocked=blocked, data=data,
     )  # fmt: skip
-    add_hot_lines(made.slowest, session.sample_files())  # where the run was sampled
+    _add_samples(made, tally, read_samples(session.sample_files()))  # where it was sampled
     return made
+
+
+def add_samples(made: Report, tally: Tally, session: Session) -> None:
+    """Where the run was sampled, added to the report of its files (one pass or merged)."""
+    _add_samples(made, tally, read_samples(session.sample_files()))
+
+
+def _add_samples(made: Report, tally: Tally, rows: list[SampleRow]) -> None:
+    """The samples' word: each slowest function's hot line, stragglers', the flame graph."""
+    if not rows:
+        return
+    add_hot_lines(made.slowest, rows)
+    slowest = {
+        function: aggregate.slowest.call_id
+        for function, aggregate in tally.functions.items()
+        if aggregate.slowest is not None and aggregate.slowest.call_id
+    }
+    made.findings = add_straggler_lines(made.findings, slowest, rows)
+    made.charts["flame"] = flame_data(rows)
 
 
 def finish(

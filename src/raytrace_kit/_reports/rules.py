@@ -6,7 +6,6 @@ and returns its findings; the thresholds are here, named, where a reader can wei
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from typing import Any
@@ -95,13 +94,9 @@ def stragglers(tally: Tally) -> list[Finding]:
 def one_at_a_time(tally: Tally) -> list[Finding]:
     """Parents whose task calls never overlapped: one finding per parent function."""
     kids_of: dict[str, int] = {}  # parent call id -> its task calls, none overlapping
-    for parent, times in tally.children.items():
-        kids = len(times) // 2
-        if kids < SERIAL_MIN_CHILDREN:
-            continue
-        spans = sorted(zip(times[::2], times[1::2], strict=True))
-        if all(later[0] >= earlier[1] - 1e-4 for earlier, later in itertools.pairwise(spans)):
-            kids_of[parent] = kids
+    for parent, children in tally.children.items():
+        if children.count >= SERIAL_MIN_CHILDREN and children.one_at_a_time():
+            kids_of[parent] = children.count
     serial: dict[str, list[Any]] = {}  # function -> [parents, their children, one parent]
     for parent, function in tally.names_of(list(kids_of)).items():
         counts = serial.setdefault(function, [0, 0, parent])

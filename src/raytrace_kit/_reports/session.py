@@ -34,7 +34,7 @@ from raytrace_kit._reports.calls import (
 from raytrace_kit._reports.columns import first_last_stamps
 from raytrace_kit._reports.driver import DRIVER_GLOB
 from raytrace_kit._reports.listing import Calls, Events
-from raytrace_kit._reports.sessions import EVENT_GLOB, choose_latest
+from raytrace_kit._reports.sessions import EVENT_GLOB, choose_latest, ray_temp_root, session_start
 from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "Calls",
     "Events",
     "Session",
+    "current_session",
     "flush_own",
     "instant",
     "open_session",
@@ -341,7 +342,8 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
             ``"latest"``: the newest Ray session on this machine that has kit records
             and belongs to this user (:func:`raytrace_kit.sessions` lists them; Ray's own
             ``session_latest`` may be a colleague's or a test suite's). A path: a Ray session
-            directory, its ``logs/raytrace_kit`` directory, a directory made by
+            directory or its name (as :func:`raytrace_kit.sessions` lists it), its
+            ``logs/raytrace_kit`` directory, a directory made by
             :func:`raytrace_kit.collect`, or a single event file.
 
     Raises:
@@ -360,10 +362,13 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
         root = choose_latest().path
     else:
         root = Path(source)
+        if not root.exists() and session_start(str(source)) is not None:
+            root = ray_temp_root() / root  # a name as `raytrace-kit sessions` lists it
     if not root.exists():
         msg = (
             f"open_session({str(root)!r}): no such file or directory. Pass a Ray session "
-            "directory, a raytrace_kit log directory, a collected directory or an event file."
+            "directory (or its name, as `raytrace-kit sessions` lists it), a raytrace_kit "
+            "log directory, a collected directory or an event file."
         )
         raise EventsNotFoundError(msg)
     if root.is_file():
@@ -371,3 +376,11 @@ def open_session(source: str | os.PathLike[str] | None = None) -> Session:
     kit_dir = root / "logs" / "raytrace_kit"  # a Ray session directory: only our files
     search = kit_dir if kit_dir.is_dir() else root
     return Session(root, sorted(search.rglob(EVENT_GLOB)), search)
+
+
+def current_session() -> Session | None:
+    """This process's current session (``open_session()``), or None where it has none."""
+    try:
+        return open_session()
+    except (EventsNotFoundError, OSError):
+        return None

@@ -23,6 +23,7 @@ from typing import Any
 
 from raytrace_kit._reports import running
 from raytrace_kit._reports.counts import Counts, count
+from raytrace_kit._reports.session_table import sessions_html, sessions_table
 from raytrace_kit.exceptions import EventsNotFoundError
 
 __all__ = [
@@ -305,13 +306,9 @@ class SessionList(list[SessionSummary]):
         return next((s for s in self if s.default), None)
 
     def __str__(self) -> str:
-        from raytrace_kit._reports.header import sessions_table  # noqa: PLC0415
-
         return sessions_table(self)
 
     def _repr_html_(self) -> str:
-        from raytrace_kit._reports.header import sessions_html  # noqa: PLC0415
-
         return sessions_html(self)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:

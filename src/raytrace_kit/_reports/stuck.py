@@ -18,7 +18,10 @@ from typing import Any
 from raytrace_kit._reports.lanes import seconds
 from raytrace_kit._reports.waitfor import DEADLOCK_FIX, Flight, Graph, cycles, stragglers
 
-__all__ = ["DEADLOCK_FIX", "StuckReport", "alike", "build"]
+__all__ = ["DEADLOCK_FIX", "UNMOVED", "UNMOVED_S", "StuckReport", "alike", "build", "user_where"]
+
+UNMOVED = 0.9  # a call whose recent samples sat at one place this often has not moved...
+UNMOVED_S = 5.0  # ...and has run this long (a call begun a moment ago, a short one, has not)
 
 
 class StuckReport:
@@ -38,6 +41,8 @@ class StuckReport:
         held_loops: Event loops held now by one call (an ``async def`` that blocks).
         nodes: Each node: its id, address, resources and whether it could be read.
         problems: What could not be read (a node, a process that did not answer).
+        samples: By call id, where a sampled call's samples of the last seconds sat
+            (``sample_calls.recent``): its place, their share, and that in words.
     """
 
     def __init__(  # noqa: PLR0917 -- built in one place, by build()
@@ -52,8 +57,10 @@ class StuckReport:
         nodes: list[dict[str, Any]],
         problems: list[str],
         held_loops: list[dict[str, Any]] | None = None,
+        samples: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.held_loops = held_loops or []
+        self.samples = samples or {}
         self.source = source
         self.taken = taken
         self.flights = flights
@@ -83,8 +90,24 @@ class StuckReport:
         """Pending calls no node can ever run (they ask for more than any node has)."""
         return [f for f in self.flights if f.reason == "infeasible"]
 
+    def sampled(self, flight: Flight) -> dict[str, Any] | None:
+        """Where ``flight``'s recent samples sat (``None``: not sampled lately)."""
+        return self.samples.get(flight.call_id or "")
+
+    def unmoved(self) -> list[Flight]:
+        """Running calls not in ray.get whose recent samples sat at one place (a lock, a loop)."""
+        held = {h.get("call_id") for h in self.held_loops}  # said there, with the fix
+        return [
+            f for f in self.running if f.waiting_in is None and f.age_s >= UNMOVED_S
+            and (self.sampled(f) or {}).get("share", 0) >= UNMOVED and f.call_id not in held
+        ]  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         """Everything, as plain values (what ``--json`` prints)."""
+
+        def _short(flight: Flight) -> dict[str, Any]:
+            return {**_brief(flight), "samples": self.sampled(flight)}
+
         return {
             "source": self.source,
             "taken": self.taken,
@@ -102,9 +125,10 @@ class StuckReport:
                 which: [{"count": n, "example": _short(f)} for f, n in self.grouped(which)]
                 for which in ("infeasible", "stuck", "stragglers", "calls")
             },
+            "unmoved": [_short(f) for f in self.unmoved()],
             "waits": self.waits,
             "held_loops": self.held_loops,
-            "calls": [asdict(f) for f in self.flights],
+            "calls": [{**asdict(f), "samples": self.sampled(f)} for f in self.flights],
             "nodes": self.nodes,
             "problems": self.problems,
         }
@@ -154,7 +178,7 @@ def _age(flight: Flight) -> float:
     return flight.age_s
 
 
-def _short(flight: Flight) -> dict[str, Any]:
+def _brief(flight: Flight) -> dict[str, Any]:
     return {
         "state": flight.state,
         "function": flight.function,
@@ -172,7 +196,7 @@ def _short(flight: Flight) -> dict[str, Any]:
     }
 
 
-def _where(stack: list[list[Any]]) -> str | None:
+def user_where(stack: list[list[Any]]) -> str | None:
     """The innermost frame of the user's own code (not the standard library's), as file:line."""
     if not stack:
         return None
@@ -258,6 +282,7 @@ def build(
         nodes,
         list(problems or []),
         found.held,
+        {k: v for state in states for k, v in (state.get("samples") or {}).items()},
     )
 
 
@@ -344,7 +369,7 @@ def _waits_on(
     flight: Flight, stack: list[list[Any]], waiting: dict[str, Any] | None, seen: str
 ) -> None:
     flight.stack, flight.seen = [list(frame) for frame in stack], seen
-    flight.where = _where(flight.stack) or flight.where
+    flight.where = user_where(flight.stack) or flight.where
     flight.blocked_in = _blocked_in(flight.stack)
     if waiting:
         flight.waiting_in = waiting.get("what")
@@ -363,7 +388,7 @@ def _outside_calls(answer: dict[str, Any]) -> list[dict[str, Any]]:
                 "pid": answer.get("pid"),
                 "node_id": answer.get("node_id"),
                 "thread": wait.get("thread"),
-                "where": _where(wait.get("stack") or []),
+                "where": user_where(wait.get("stack") or []),
                 "stack": wait.get("stack") or [],
                 "waiting_in": waiting.get("what"),
                 "refs": waiting.get("refs"),

@@ -40,6 +40,9 @@ def headline(report: StuckReport) -> str:
         worst.append(f"{len(report.stragglers)} straggler(s)")
     if report.held_loops:
         worst.append(f"{len(report.held_loops)} event loop(s) held by a call")
+    unmoved = report.unmoved()
+    if unmoved:
+        worst.append(f"{len(unmoved)} call(s) that have not moved")
     found = "; ".join(worst) if worst else "no deadlock, nothing infeasible, nothing stuck"
     return f"{running + pending} call(s) in flight ({running} running, {pending} pending): {found}"
 
@@ -60,11 +63,22 @@ def _groups(report: StuckReport) -> list[tuple[str, int, str]]:
     return [(reason, count, first[reason]) for reason, count in counts.most_common()]
 
 
+def _sampled(report: StuckReport, flight: Flight) -> str:
+    """The line ``samples: in the last 10 s, ...`` under a call sampled lately (or nothing)."""
+    found = report.sampled(flight)
+    return f"\n     samples: {found['text']}" if found else ""
+
+
 def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
     """The output's parts: (title, lines of text, stacks shown under them)."""
     found: list[tuple[str, list[str], list[str]]] = []
+    said: set[str] = set()
     for number, cycle in enumerate(report.deadlocks, 1):
-        lines = [f"{index}. {_place(f)}\n     {f.why}" for index, f in enumerate(cycle, 1)]
+        lines = [
+            f"{index}. {_place(f)}\n     {f.why}{_sampled(report, f)}"
+            for index, f in enumerate(cycle, 1)
+        ]
+        said.update(f.key for f in cycle)
         lines.append(f"Fix: {DEADLOCK_FIX}.")
         title = f"Deadlock {number}: {len(cycle)} calls wait on each other"
         found.append((title, lines, [stack_text(f.stack, _STACK_FRAMES) for f in cycle if f.stack]))
@@ -74,14 +88,27 @@ def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
         ("Stragglers (far beyond their function's usual duration)", "stragglers"),
     ):
         grouped = report.grouped(which)
+        said.update(f.key for f in getattr(report, which))
         if grouped:
             found.append(
                 (
                     title,
-                    [f"{_many(count)}{_place(f)}\n     {f.why}" for f, count in grouped],
+                    [
+                        f"{_many(count)}{_place(f)}\n     {f.why}{_sampled(report, f)}"
+                        for f, count in grouped
+                    ],
                     [stack_text(f.stack, _STACK_FRAMES) for f, _ in grouped if f.stack],
                 )
             )
+    unmoved = [f for f in report.unmoved() if f.key not in said]
+    if unmoved:
+        found.append(
+            (
+                "Calls that have not moved (their recent samples at one line, not in ray.get)",
+                [f"{_place(f)}{_sampled(report, f)}" for f in unmoved],
+                [],
+            )
+        )
     if report.held_loops:
         found.append(
             (

@@ -18,6 +18,7 @@ from typing import Any
 
 from raytrace_kit._html import card, table
 from raytrace_kit._reports.live import medians_of, percentile
+from raytrace_kit._reports.live_samples import merge_hot_lines
 from raytrace_kit._reports.rules import straggler_floor
 
 __all__ = ["TopView", "merge"]
@@ -45,6 +46,8 @@ class TopView:
     operators: list[dict[str, Any]] = field(default_factory=list)
     # The failures alike (one function, one error type) once: how many, and the latest.
     failure_groups: list[dict[str, Any]] = field(default_factory=list)
+    # The lines most running samples are at so far (sample=), each with the call's function.
+    hot_lines: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (JSON-ready)."""
@@ -110,6 +113,7 @@ def merge(
     if before is not None and view.time > before.time:
         view.events_per_s = max(events - before.events, 0) / (view.time - before.time)
     view.operators = _operators(view, operators, before)
+    view.hot_lines = merge_hot_lines(state.get("hot_lines") or [] for state in states)
     view.failure_groups = sorted(
         (
             {"function": f, "error_type": t, "count": n, "example": latest}
@@ -227,6 +231,13 @@ def sections(view: TopView) -> list[tuple[str, tuple[str, ...], list[tuple[str, 
             [(o["operator"], str(o["in_flight"]), str(o["done"]), str(o["failed"]),
               _seconds(o["p50_s"]), "-" if o["per_s"] is None else f"{o['per_s']:.1f}")
              for o in view.operators[:_ROWS]],
+        ))  # fmt: skip
+    if view.hot_lines:
+        found.append((
+            "Hottest lines (running samples so far)",
+            ("line", "in", "for a call of", "samples", "share"),
+            [(f"{os.path.basename(h['file'])}:{h['line']}", h["name"], h["function"] or "no call",
+              f"{h['seconds']:.1f}s", f"{h['share']:.0%}") for h in view.hot_lines],
         ))  # fmt: skip
     if view.stragglers:
         found.append((

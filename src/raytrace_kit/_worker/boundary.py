@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from raytrace_kit import _process, _registry
 from raytrace_kit._options import CallSpec
-from raytrace_kit._output import encode, writer
+from raytrace_kit._output import call_lines, encode, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
 from raytrace_kit._serialization.report import reject
 from raytrace_kit._serialization.walk import check_serializable
@@ -108,19 +108,19 @@ class Boundary:
             if spec.options.log:
                 call.capture()
                 # The clocks its function's last call here was long enough for (_process.ran).
-                cpu = self.cpu and spec.fragment not in _process.state.tiny_calls
+                known, fragment = _process.state, spec.fragment
+                cpu = self.cpu and fragment not in known.tiny_calls
+                short = cpu and fragment not in known.short_calls
                 rss, private, max_rss, thread, process = _process.start_figures(
-                    call.started,
-                    process_cpu=cpu and spec.fragment not in _process.state.short_calls,
-                    thread_cpu=cpu,
+                    call.started, process_cpu=short, thread_cpu=cpu
                 )
                 call.rss_start = rss
                 if cpu:
                     self.cpu_started = (thread, process)
-                tail = encode.memory_members((rss, private, max_rss))
-                if self.arguments is not None:  # log_args=True: the user asked for them
-                    tail += encode.args_members(*self.arguments)
-                writer.emit_call("call.start", "info", call, tail)
+                # log_args=True: the user asked for them
+                tail = "" if self.arguments is None else encode.args_members(*self.arguments)
+                line = call_lines.start_line(call.fragment, rss, private, max_rss, tail)
+                writer.emit_line(line, call.identity)
         except Exception as exc:
             writer.report_failure("begin-call", "cannot instrument the call", exc)
             call = None
@@ -211,20 +211,14 @@ class Boundary:
                     process_cpu_s = process - process_started
             if self.cpu:
                 _process.ran(self.spec.fragment, duration)
-            tail = (
-                encode.end_members(
-                    duration,
-                    exc,
-                    cpu_s,
-                    rss_start=call.rss_start,
-                    figures=(rss, private, max_rss),
-                    process_cpu_s=process_cpu_s,
-                )
-                + ("" if exc is None else capture.failed(call, self.spec, self.inputs, exc))
-                + tail
-                + self.end_tail
+            if exc is not None:  # its locals (and replay file) come first
+                tail = capture.failed(call, self.spec, self.inputs, exc) + tail
+            figures = (rss, private, max_rss)
+            tail += self.end_tail
+            line = call_lines.end_line(
+                call.fragment, duration, exc, cpu_s, process_cpu_s, figures, call.rss_start, tail
             )
-            writer.emit_call("call.end", "info" if exc is None else "error", call, tail)
+            writer.emit_line(line, call.identity)
         except Exception as error:
             writer.report_failure("end-call", "cannot record the end of the call", error)
 

@@ -23,7 +23,6 @@ import ray.cloudpickle
 from raytrace_kit._options import CallSpec, qualified_name
 from raytrace_kit._output import encode, replay_file, writer
 from raytrace_kit._output.context import ActiveCall
-from raytrace_kit._output.locals import failed_locals
 
 __all__ = ["failed", "keep", "state_of", "user_class"]
 
@@ -60,6 +59,9 @@ def failed(
     error: BaseException,
 ) -> str:
     """What a failed call's ``call.end`` adds: its locals, and its replay file (or why none)."""
+    # Imported at the first failure: the boundary loads this module in every worker.
+    from raytrace_kit._output.locals import failed_locals  # noqa: PLC0415
+
     return encode.locals_members(failed_locals(error, spec), **keep(call, spec, inputs, error))
 
 

@@ -25,7 +25,6 @@ from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._output import writer
 from raytrace_kit._output.context import CURRENT_CALL, PARENT_KWARG, ActiveCall, parent_token
 from raytrace_kit._worker import state as worker_state
-from raytrace_kit._worker import submitted
 
 __all__ = ["install_method_hook", "submitting_call", "with_parent"]
 
@@ -60,6 +59,10 @@ def with_parent(kwargs: dict[str, Any]) -> dict[str, Any]:
 def _record(  # noqa: PLR0917 -- the hook's own values, passed through
     method: Any, function: str, made: Any, token: str | None, args: Any, kwargs: Any
 ) -> None:
+    # Imported at the first record: every worker hooks its method calls at its first
+    # call, and most never call a debuggable actor's method.
+    from raytrace_kit._worker import submitted  # noqa: PLC0415
+
     try:
         actor_id = _ray_compat.actor_id_of(_ray_compat.actor_of_method(method))
         submitted.record(_method_prefix(function), made, actor_id, token, tuple(args), kwargs)
@@ -70,6 +73,8 @@ def _record(  # noqa: PLR0917 -- the hook's own values, passed through
 @_registry.cleared_on_reset
 @functools.lru_cache(maxsize=1024)
 def _method_prefix(function: str) -> str:
+    from raytrace_kit._worker import submitted  # noqa: PLC0415 -- as in _record
+
     return submitted.prefix(function, "actor_method", {"num_cpus": 0})
 
 

@@ -2,26 +2,29 @@
 
 One memray tracker may be active per process and one cProfile per thread: a call or block
 that finds its profiler taken runs unprofiled and logs a ``profile.skipped`` event.
-memray is imported only when a memory profile is taken.
+memray is imported only when a memory profile is taken, cProfile and pstats when a CPU
+profile is: a worker loads this module with the boundary, and most take no profile.
 """
 
 from __future__ import annotations
 
 import atexit
-import cProfile
 import json
-import pstats
 import sys
 import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raytrace_kit._options import CallSpec, memray_available
 from raytrace_kit._output import encode, frames, paths, writer
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit._worker import state as worker_state
+
+if TYPE_CHECKING:
+    import cProfile
+    import pstats
 
 __all__ = [
     "CallProfile",
@@ -202,6 +205,8 @@ class Running:
             if enter:
                 self.tracker.__enter__()
         else:
+            import cProfile  # noqa: PLC0415 -- imported only when a CPU profile is taken
+
             self._profile = cProfile.Profile(**options)
             self._profile.enable()
             _this_thread_only()
@@ -213,6 +218,8 @@ class Running:
                 if self._entered_here:
                     self.tracker.__exit__(None, None, None)
             elif self._profile is not None:
+                import pstats  # noqa: PLC0415 -- as cProfile
+
                 self._profile.disable()
                 _without_kit_rows(pstats.Stats(self._profile)).dump_stats(str(self.path))
         finally:

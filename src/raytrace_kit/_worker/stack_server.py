@@ -24,13 +24,16 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raytrace_kit import _process
 from raytrace_kit._output import paths, writer
-from raytrace_kit._worker import held
-from raytrace_kit._worker.snapshot import snapshot
-from raytrace_kit._worker.stacks import ProcessStacks, RunningCall, ThreadStack, process_stacks
+
+if TYPE_CHECKING:
+    from raytrace_kit._worker.stacks import ProcessStacks
+
+# What answers a request (stacks, snapshots, held refs) is imported at the first request,
+# not here: every worker opens its FIFO at its first call, and few are ever asked.
 
 __all__ = ["NoStacksServerError", "answer", "ask", "fifos", "open_fifo", "read_stacks"]
 
@@ -82,6 +85,10 @@ def _unlink(path: Path, pid: int) -> None:
 
 def answer(directory: Path, request: dict[str, Any]) -> None:
     """Write the answer to one request into the reply file it names (in ``directory`` only)."""
+    from raytrace_kit._worker import held  # noqa: PLC0415 -- see the imports above
+    from raytrace_kit._worker.snapshot import snapshot  # noqa: PLC0415
+    from raytrace_kit._worker.stacks import process_stacks  # noqa: PLC0415
+
     reply = directory / Path(str(request["reply"])).name  # only ever in this directory
     if request.get("kind") == "snapshot":
         answered: dict[str, Any] = snapshot()
@@ -117,6 +124,12 @@ def _to_dict(stacks: ProcessStacks) -> dict[str, Any]:
 
 
 def _from_dict(data: dict[str, Any]) -> ProcessStacks:
+    from raytrace_kit._worker.stacks import (  # noqa: PLC0415 -- see the imports above
+        ProcessStacks,
+        RunningCall,
+        ThreadStack,
+    )
+
     return ProcessStacks(
         data["pid"],
         data["node_id"],

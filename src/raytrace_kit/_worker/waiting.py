@@ -3,8 +3,9 @@
 The sampler sees Python frames only: a thread blocked in C (``time.sleep``, a lock's
 ``acquire``, ``select``) shows the Python frame that made the call. The rule, in order:
 
-1. The innermost frame is Ray's ``ray.get``/``ray.wait`` (``get_objects``, ``wait``) or
-   its worker's idle task loop (``main_loop``): **waiting**.
+1. The innermost frame is Ray's ``ray.get``/``ray.wait`` (``get_objects``, ``wait``), its
+   worker's idle task loop (``main_loop``) or a GCS client call that blocks in C (ray.init
+   waiting for its node, ``GlobalState.get_node``; ``_internal_kv_get``): **waiting**.
 2. The innermost frame is code of a standard-library module that only wraps blocking
    calls: ``threading`` (``Lock``/``Condition``/``Event``/``Semaphore``, ``join``),
    ``selectors`` (asyncio's idle ``select``), ``queue``, ``subprocess``, ``socket``,
@@ -12,7 +13,8 @@ The sampler sees Python frames only: a thread blocked in C (``time.sleep``, a lo
 3. The innermost frame is stopped at a call whose callee is named ``sleep``, ``acquire``,
    ``wait``, ``wait_for``, ``select``, ``poll``, ``join``, ``recv``, ``recv_into``,
    ``accept`` or ``waitpid`` (``time.sleep(1)``, ``lock.acquire()``: the name read from the
-   call's source text, or from the byte code on Python 3.10), or at a ``with`` statement
+   call's source text, or from the byte code on Python 3.10; on 3.11 a warm loop's call
+   of C stops at its ``PRECALL``), or at a ``with`` statement
    entering a context manager written in C (a lock): **waiting**.
 4. Anything else is **running**: Python byte code, or a C function that computes (numpy).
 
@@ -56,6 +58,9 @@ _WAITING_MODULES = tuple(
 )
 _WITH_ENTER = frozenset({"BEFORE_WITH", "SETUP_WITH", "BEFORE_ASYNC_WITH"})
 _LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME"})
+# Python 3.11 calls a C function from PRECALL once the call is specialized (a warm loop's
+# ``time.sleep(0.01)``): a thread blocked there stops at PRECALL, not CALL.
+_CALLS = ("CALL", "PRECALL")
 _CALLEE = re.compile(r"\s*([\w.]+)\s*\(")
 
 
@@ -76,7 +81,7 @@ def _decide(code: CodeType, lasti: int) -> bool:
         return False
     if instruction.opname in _WITH_ENTER:
         return True
-    if not instruction.opname.startswith("CALL"):
+    if not instruction.opname.startswith(_CALLS):
         return False
     return _callee(code, instruction) in BLOCKING_CALLS
 

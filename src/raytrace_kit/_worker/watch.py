@@ -34,7 +34,6 @@ from raytrace_kit._output import encode, submissions, writer
 from raytrace_kit._output import state as output_state
 from raytrace_kit._worker import loops, stack_server
 from raytrace_kit._worker import state as worker_state
-from raytrace_kit._worker.snapshot import call_state
 
 __all__ = [
     "DEFAULT_STUCK_AFTER",
@@ -210,6 +209,8 @@ def report_stuck() -> None:
         if running_s < due:
             continue
         if names is None:
+            from raytrace_kit._worker.snapshot import call_state  # noqa: PLC0415 -- seldom
+
             names = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
         stack, waiting = call_state(call)
         tail = encode.stuck_members(

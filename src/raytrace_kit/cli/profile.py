@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raytrace_kit.cli.common import EXIT_EMPTY, session
 
@@ -37,7 +37,9 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:
         "--idle", action="store_true", help="keep waiting samples too (ray.get, locks, sleep)"
     )
     parser.add_argument("--format", choices=FORMATS, default="speedscope", help="the format")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="the file to write")
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, help="the file to write (-: stdout)"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -48,34 +50,56 @@ def run(arguments: argparse.Namespace) -> int:
     from raytrace_kit._reports.samples import hottest_line, read_samples, select  # noqa: PLC0415
 
     files = read.sample_files()
+    every = read_samples(files)
     rows = select(
-        read_samples(files),
+        every,
         function=arguments.function,
         call=arguments.call,
         node=arguments.node,
         idle=arguments.idle,
     )
     if not rows:
-        said = "no samples" if not files else "no samples match"
-        print(
-            f"raytrace-kit profile: {said} in {read.root} (sample with "
-            "`raytrace-kit run --sample` or @debuggable(sample=True); --idle keeps waiting ones)",
-            file=sys.stderr,
-        )
+        print(f"raytrace-kit profile: {_none_said(read.root, files, every, arguments)}",
+              file=sys.stderr)  # fmt: skip
         return EXIT_EMPTY
     out: Path = arguments.output
     if arguments.format == "speedscope":
-        out.write_text(json.dumps(profile_formats.speedscope(rows, name=str(read.root))))
+        data = json.dumps(profile_formats.speedscope(rows, name=str(read.root))).encode()
     elif arguments.format == "collapsed":
-        out.write_text(profile_formats.collapsed(rows))
+        data = profile_formats.collapsed(rows).encode()
     else:
-        out.write_bytes(profile_formats.pprof(rows))
+        data = profile_formats.pprof(rows)
+    to_stdout = str(out) == "-"
+    if to_stdout:  # the data is stdout's; what was written is said on stderr
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        out.write_bytes(data)
     count = sum(row.count for row in rows)
     processes = len({row.process for row in rows})
-    line = f"{count} samples from {processes} process(es) written to {out}"
+    written = "stdout" if to_stdout else out
+    line = f"{count} samples from {processes} process(es) written to {written}"
     hottest = hottest_line(rows)
     if hottest is not None:
         frame, hot, total = hottest
         line += f"; hottest line {Path(frame.file).name}:{frame.line} ({hot / total:.0%})"
-    print(line)
+    print(line, file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def _none_said(root: Path, files: list[Path], every: list[Any], arguments: Any) -> str:
+    """Why no sample was chosen, and what to give instead."""
+    from raytrace_kit._reports.samples import select  # noqa: PLC0415
+
+    sample = "sample with `raytrace-kit run --sample` or @debuggable(sample=True)"
+    if not files or not every:
+        return f"no samples in {root} ({sample})"
+    asked = {"function": arguments.function, "call": arguments.call, "node": arguments.node}
+    wanted = ", ".join(f"--{k} {v}" for k, v in asked.items() if v is not None)
+    if not arguments.idle and select(every, idle=True, **asked):
+        return f"the samples of {wanted or 'this run'} all wait (--idle keeps waiting ones)"
+    functions = sorted({row.function for row in every if row.function is not None})
+    shown = ", ".join(functions[:8]) or "none"
+    more = f" and {len(functions) - 8} more" if len(functions) > 8 else ""
+    return f"no samples match {wanted} in {root}; the sampled functions: {shown}{more}"

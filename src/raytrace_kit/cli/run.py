@@ -80,6 +80,27 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:  # run has
     parser.set_defaults(handler=run)
 
 
+def _rate_not_a_script(word: str) -> None:
+    """``--sample 250 app.py``: 250 was cut off as the script (``--sample``'s rate is optional).
+
+    Raises:
+        InvalidOptionError: ``word`` is a number and no file of that name is here.
+    """
+    from raytrace_kit.exceptions import InvalidOptionError  # noqa: PLC0415
+
+    try:
+        float(word)
+    except ValueError:
+        return
+    if os.path.exists(word):  # a script named 250, strange as it is, runs
+        return
+    msg = (
+        f"--sample {word} reads {word} as the script to run (the rate is optional): join "
+        f"it to the option, --sample={word}, or give --sample alone for 100 Hz"
+    )
+    raise InvalidOptionError(msg, "sample")
+
+
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     """``run``'s own options, and the program with its arguments (never parsed by us)."""
     at = 1
@@ -115,6 +136,8 @@ def _options(arguments: argparse.Namespace, rest: list[str]) -> int:
     if arguments.module is None and not rest:
         print("raytrace-kit run: name a script (or -m MODULE) to run", file=sys.stderr)
         return EXIT_USAGE
+    if arguments.module is None and arguments.sample is True:
+        _rate_not_a_script(rest[0])
     options = program.options_from_env(os.environ.get(program.ENV_INSTRUMENT, ""))
     for flag in ("log_args", "local", "post_mortem"):
         if getattr(arguments, flag):

@@ -23,7 +23,9 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:
         help="what every call in flight waits on, now; deadlocks named",
         description="Attach to a running cluster (through Ray: no dashboard, SSH or ptrace) "
         "and say, for every call in flight, where it is and why it is not done: what a "
-        "pending call waits for, which calls a running call waits on, every deadlock.",
+        "pending call waits for, which calls a running call waits on, every deadlock; in a "
+        "sampled run, where each call's samples of the last 10 s sat, and the calls that have "
+        "not moved.",
     )
     parser.add_argument(
         "--address",

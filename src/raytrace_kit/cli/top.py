@@ -24,8 +24,8 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:
         "dashboard, no port) and show, refreshed in place: per function the calls running, "
         "pending, done and failed with p50/p95 durations; the oldest calls in flight, "
         "stragglers, the latest failures, each node's processes and memory; events per "
-        "second. q or Ctrl-C quits. Without a terminal (or with --once) it prints one "
-        "snapshot.",
+        "second; in a sampled run (--sample), the hottest lines so far. q or Ctrl-C quits. "
+        "Without a terminal (or with --once) it prints one snapshot.",
     )
     parser.add_argument("--address", default="auto", help="the cluster, HOST:PORT (default: auto)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (1)")

@@ -11,14 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from raytrace_kit._reports.otel.otlp_http import EXTRA, Http
 from raytrace_kit._reports.otel.otlp_json import JsonFile
 from raytrace_kit._reports.otel.spans import Span
 from raytrace_kit._reports.otel.stream import Counts, session_spans
-from raytrace_kit._reports.session import Session
 from raytrace_kit.exceptions import InvalidValueError, MissingExtraError
+
+if TYPE_CHECKING:
+    from raytrace_kit._reports.session import Session
 
 __all__ = [
     "BATCH",

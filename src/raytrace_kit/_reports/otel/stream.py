@@ -17,6 +17,7 @@ import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -32,7 +33,9 @@ from raytrace_kit._reports.otel.spans import (
     nanoseconds,
 )
 from raytrace_kit._reports.otel.tree import Tree, read_tree
-from raytrace_kit._reports.session import Session
+
+if TYPE_CHECKING:
+    from raytrace_kit._reports.session import Session
 
 __all__ = ["Counts", "Logged", "interrupted_spans", "last_heard_ns", "resources", "session_spans"]
 
