@@ -7,9 +7,10 @@ those at least :data:`LEAK_MIN_CALLS` long (shorter runs cost a list).
 Its evidence, each part needed: growth after the process's first call (the first
 :data:`LEAK_WARMUP_CALLS` imports modules and makes first allocations: not counted), made
 during the calls themselves (:data:`LEAK_MIN_BYTES` of the calls' own growth, not RSS that
-rose between them), and still going on: a run followed by as many calls again (at least
-:data:`LEAK_PLATEAU_CALLS`) that never take the process past its top was a cache or a pool
-filling up to its size, not a leak.
+rose between them), and still going on: a run followed by :data:`LEAK_PLATEAU_CALLS`
+calls that never take the process past its top was a cache or a pool filling up to its
+size, not a leak (as many calls again as the run was long made a cache's fill late in a
+process a leak).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = [
 LEAK_MIN_CALLS = 5  # a process whose RSS rose over at least this many calls in a row...
 LEAK_MIN_BYTES = 32 * 2**20  # ...by at least this much in all, during the calls: the signature
 LEAK_WARMUP_CALLS = 1  # a process's first call: its imports, first allocations (not counted)
-LEAK_PLATEAU_CALLS = 5  # a run followed by this many calls (or its length) none above its top
+LEAK_PLATEAU_CALLS = 5  # a run followed by this many calls none above its top
 _GREW = 2**20  # a call that grew its process by less is not named as growing it
 
 
@@ -163,7 +164,7 @@ class LeakRun:
         best = self.best
         if best is None or best.grown < LEAK_MIN_BYTES:
             return None
-        if not self.passed and self.flat >= max(LEAK_PLATEAU_CALLS, best.length):
+        if not self.passed and self.flat >= LEAK_PLATEAU_CALLS:
             return None  # it grew to a size and stayed there: a cache, a pool, filled
         grew = ", ".join(
             f"{function.rsplit('.', 1)[-1]} call {call_id} +{growth / 2**20:.0f} MiB"
