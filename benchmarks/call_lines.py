@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 
 import msgspec
+from _call_structs import End, Start
 from _harness import arguments
 
 from raytrace_kit._output import call_lines, encode
@@ -130,50 +131,6 @@ def percent_templates() -> Callable[[], tuple[bytes, bytes]]:
         return lines[0], lines[1]
 
     return render
-
-
-class Common(msgspec.Struct):
-    """The members call.start and call.end share, in the kit's order."""
-
-    timestamp: str
-    level: str
-    event: str
-    schema: int
-    call_id: str
-    parent_call_id: str | None
-    parent_task_id: str | None
-    function: str
-    kind: str
-    mode: str
-    task_id: str | None
-    task_name: str | None
-    actor_id: str | None
-    job_id: str | None
-    node_id: str | None
-    worker_id: str | None
-    pid: int
-    attempt: int | None
-
-
-class Start(Common):
-    """call.start's own members."""
-
-    rss_bytes: int | None
-    rss_minus_shr_bytes: int | None
-    max_rss_bytes: int | None
-
-
-class End(Common):
-    """call.end's own members (a call that returned)."""
-
-    duration_s: float
-    cpu_s: float | None
-    process_cpu_s: float | None
-    status: str
-    rss_bytes: int | None
-    rss_minus_shr_bytes: int | None
-    max_rss_bytes: int | None
-    rss_start_bytes: int | None
 
 
 def msgspec_structs() -> Callable[[], tuple[bytes, bytes]]:

@@ -106,6 +106,7 @@ from pathlib import Path
 
 import msgspec
 import ray
+from _call_structs import End, Start
 from _harness import arguments, floor, interleave_until_stable
 
 from raytrace_kit import debuggable, local_mode
@@ -257,50 +258,6 @@ def prove_mapped_survives_kill(directory: Path, n: int = 20000) -> None:
         f"mapped file and was SIGKILLed before closing it; all {n} read back whole and in order "
         f"(file {len(data)} bytes, {tail} of them the unwritten NUL tail, cut by the reader)"
     )
-
-
-class Common(msgspec.Struct):
-    """The members call.start and call.end share, in the kit's order."""
-
-    timestamp: str
-    level: str
-    event: str
-    schema: int
-    call_id: str
-    parent_call_id: str | None
-    parent_task_id: str | None
-    function: str
-    kind: str
-    mode: str
-    task_id: str | None
-    task_name: str | None
-    actor_id: str | None
-    job_id: str | None
-    node_id: str | None
-    worker_id: str | None
-    pid: int
-    attempt: int | None
-
-
-class Start(Common):
-    """call.start's own members."""
-
-    rss_bytes: int | None
-    rss_minus_shr_bytes: int | None
-    max_rss_bytes: int | None
-
-
-class End(Common):
-    """call.end's own members (a call that returned)."""
-
-    duration_s: float
-    cpu_s: float | None
-    process_cpu_s: float | None
-    status: str
-    rss_bytes: int | None
-    rss_minus_shr_bytes: int | None
-    max_rss_bytes: int | None
-    rss_start_bytes: int | None
 
 
 _ENCODER = msgspec.json.Encoder()
