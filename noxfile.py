@@ -1,4 +1,4 @@
-"""Development sessions: tests, compat, lint, typecheck, docs, examples, browser, terminal."""
+"""Development sessions: tests, coverage, compat, lint, typecheck, docs, examples, more."""
 
 from __future__ import annotations
 
@@ -69,7 +69,14 @@ def _interpreter(version: str) -> str | None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite against real Ray, and report coverage with Ray's workers' included."""
+    """Run the test suite against real Ray (nox -s coverage: the same, under coverage)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def coverage(session: nox.Session) -> None:
+    """Run the test suite under coverage, Ray's workers measured too (about twice as long)."""
     session.install("-e", ".[test]")
     # coverage run, not pytest-cov: the kit is a pytest plugin, imported before pytest-cov
     # would start. --ray-cov measures the code the kit runs in Ray's workers (_worker/).

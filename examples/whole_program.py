@@ -25,12 +25,14 @@ def run(*command: str) -> str:
 
 
 plain = run("pipeline.py")
+before = {summary.path for summary in raytrace_kit.sessions()}
 instrumented = run("-m", "raytrace_kit", "run", "--log-args", "pipeline.py")
+(session,) = {summary.path for summary in raytrace_kit.sessions()} - before  # the run's own
 print("python pipeline.py               ->", plain.strip())
 print("raytrace-kit run pipeline.py     ->", instrumented.strip())
 assert plain == instrumented, "the program's output is its own, instrumented or not"
 
-made = raytrace_kit.report("latest")
+made = raytrace_kit.report(session)
 print(f"\nrecorded: {made.overview['calls']} calls of {made.overview['functions']} functions")
 for finding in made.findings:
     if finding.kind in {"driver_loop", "driver_straggler"}:

@@ -138,6 +138,17 @@ class TestReport:
             assert report.ok
             assert report.failures == ()
             assert bool(report)
+            report.raise_if_failed("submitting it")  # nothing to raise
+
+    def test_raise_if_failed_raises_what_submission_raises(self) -> None:
+        """raise_if_failed() raises the error a rejected submission raises, report attached."""
+        report = check_serializable(Settings("/data", threading.Lock()), name="settings")
+        with pytest.raises(NotSerializableError) as raised:
+            report.raise_if_failed("submitting it")
+        assert raised.value.report is report
+        assert str(raised.value) == str(report.exception("submitting it"))
+        assert str(raised.value).startswith("submitting it: Ray cannot serialize settings")
+        assert "settings.lock [attribute, _thread.lock]" in str(raised.value)
 
     def test_str_and_html(self) -> None:
         """str() is a small tree without ANSI codes; _repr_html_ is a table."""

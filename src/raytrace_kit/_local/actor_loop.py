@@ -129,10 +129,6 @@ class ActorLoop:
         if self.closing and not self.tasks and loop is not None:
             loop.stop()
 
-    def in_loop(self) -> bool:
-        """Whether the current thread is this loop's."""
-        return threading.current_thread() is self.thread
-
 
 def _run(loop: asyncio.AbstractEventLoop) -> None:
     """The loop thread: run until stopped (the actor died), then release the loop."""

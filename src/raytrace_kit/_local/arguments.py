@@ -18,7 +18,7 @@ from raytrace_kit._options import CallSpec
 
 __all__ = [
     "RESOLVE_ONLY",
-    "Submitted",
+    "HeldArguments",
     "arity",
     "check_call",
     "copy_arguments",
@@ -99,7 +99,7 @@ def prepare(
     return (instance, *args), kwargs, id(instance)  # the actor itself is never copied
 
 
-class Submitted:
+class HeldArguments:
     """A call's arguments as Ray holds them once ``.remote()`` returned: copied then.
 
     An async actor's call starts later; a caller's mutation in between must not reach it,

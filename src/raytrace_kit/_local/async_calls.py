@@ -21,7 +21,7 @@ from ray.exceptions import RayTaskError, TaskCancelledError
 
 from raytrace_kit._local import refs, setting
 from raytrace_kit._local.actor_loop import ActorLoop
-from raytrace_kit._local.arguments import RESOLVE_ONLY, Submitted, prepare
+from raytrace_kit._local.arguments import RESOLVE_ONLY, HeldArguments, prepare
 from raytrace_kit._local.call import Attempts, failed, post_mortem
 from raytrace_kit._local.outcome import Outcome, failed_refs, package
 from raytrace_kit._local.refs import LocalRef
@@ -31,7 +31,7 @@ from raytrace_kit._options import CallSpec
 from raytrace_kit._worker import boundary as boundary_runners
 from raytrace_kit._worker.boundary import Boundary
 
-__all__ = ["LoopGenerator", "execute_async_call", "run_async"]
+__all__ = ["LoopGenerator", "execute_async_call", "run_async_method"]
 
 
 async def _dependencies(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -95,10 +95,10 @@ async def execute_async_call(
     return outcome
 
 
-async def run_async(
+async def run_async_method(
     spec: CallSpec,
     fn: Callable[..., Any],
-    submitted: Submitted,
+    submitted: HeldArguments,
     *,
     config: LocalConfig,
     num_returns: Any,
@@ -149,7 +149,7 @@ class LoopGenerator:
         actor_loop: ActorLoop,
         spec: CallSpec,
         fn: Callable[..., Any],
-        submitted: Submitted,
+        submitted: HeldArguments,
         *,
         config: LocalConfig,
         instance: Any,

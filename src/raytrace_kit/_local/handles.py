@@ -215,7 +215,7 @@ class LocalActorMethod:
         actor = self._actor
         spec = actor.spec(self._name)
         instance = self._instance()
-        submitted = arguments.Submitted(args, kwargs, config, spec.function)  # copied now
+        submitted = arguments.HeldArguments(args, kwargs, config, spec.function)  # copied now
         if arguments.is_generator(method) and num_returns in (None, "streaming"):
 
             def on_exit(ended: BaseException | None) -> LocalRef:
@@ -240,7 +240,7 @@ class LocalActorMethod:
                 return _died_refs(actor, num_returns, spec.function)
             try:
                 async with actor.concurrency():  # max_concurrency, as Ray applies it
-                    made = await async_calls.run_async(
+                    made = await async_calls.run_async_method(
                         spec,
                         method,
                         submitted,

@@ -104,14 +104,18 @@ class SerializationReport:
         headers = ("value", "scope", "type", "error", "fix")
         return card("Not serializable", f"{self.target}: {self.error}", table(headers, rows))
 
-    def raise_if_failed(self, context: str) -> None:
+    def raise_if_failed(self, context: str, *, redact: bool = False) -> None:
         """Raise :class:`NotSerializableError` naming the culprits, if not ``ok``.
 
         Raises:
             NotSerializableError: The report has failures.
         """
         if not self.ok:
-            raise NotSerializableError(error_message(self, context), self)
+            raise self.exception(context, redact=redact)
+
+    def exception(self, context: str, *, redact: bool = False) -> NotSerializableError:
+        """The :class:`NotSerializableError` that names this report's culprits and fixes."""
+        return NotSerializableError(error_message(self, context, redact=redact), self)
 
 
 def fix_for(failure: SerializationFailure) -> str:
@@ -180,4 +184,4 @@ def reject(
     ]
     fields = encode.serialization_fields(function, report.target, context, failures)
     writer.emit("serialization.fail", "error", fields)
-    raise NotSerializableError(error_message(report, context, redact=redact), report)
+    raise report.exception(context, redact=redact)
