@@ -105,6 +105,6 @@ def test_each_get_of_a_flat_value_is_a_fresh_copy() -> None:
     returned = [1, "two"]
     ref = value_ref(returned, copy=True, function="m.f")
     returned.append("after")  # the call's own object, changed after it returned
-    first = ref._get()
+    first = ref.local_get()
     first.append("mutated")
-    assert ref._get() == [1, "two"]
+    assert ref.local_get() == [1, "two"]

@@ -101,10 +101,10 @@ class ProfileBlock:
         return "\n".join(parts)
 
     def _repr_html_(self) -> str:
-        return self._card()
+        return self.html_card()
 
-    def _card(self, top: int = 5) -> str:
-        """The block as a card, with ``top`` rows of its summary."""
+    def html_card(self, top: int = 5) -> str:
+        """The block as an HTML card, with ``top`` rows of its summary (a notebook shows it)."""
         line, remote, summary = self._parts(top)
         parts = [summary._repr_html_()] if summary is not None else []
         if remote:

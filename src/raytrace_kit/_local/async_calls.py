@@ -37,7 +37,7 @@ __all__ = ["LoopGenerator", "execute_async_call", "run_async_method"]
 async def _dependencies(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Wait for pending refs among the arguments, as Ray waits before starting a call."""
     for arg in (*args, *kwargs.values()):
-        if type(arg) is LocalRef and not arg._ready():
+        if type(arg) is LocalRef and not arg.local_ready():
             with contextlib.suppress(Exception):
                 await arg  # a failure surfaces when the arguments are prepared
 

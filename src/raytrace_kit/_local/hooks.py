@@ -50,18 +50,19 @@ def _all_local(object_refs: list[Any] | tuple[Any, ...]) -> bool:
 def _get(object_refs: Any, *args: Any, **kwargs: Any) -> Any:
     timeout = kwargs.get("timeout")
     if type(object_refs) is LocalRef:
-        return object_refs._get(timeout)
+        return object_refs.local_get(timeout)
     if isinstance(object_refs, list) and object_refs and _all_local(object_refs):
         if timeout is not None:  # one deadline for the whole list, as Ray's
             deadline = time.monotonic() + timeout
             for ref in object_refs:
-                ref._settle(max(0.0, deadline - time.monotonic()))
-        return [ref._get() for ref in object_refs]
+                ref.local_settle(max(0.0, deadline - time.monotonic()))
+        return [ref.local_get() for ref in object_refs]
     if isinstance(object_refs, list) and any(type(ref) is LocalRef for ref in object_refs):
         real = [ref for ref in object_refs if type(ref) is not LocalRef]
         fetched = iter(RAY_OWN["get"](real, *args, **kwargs) if real else [])
         return [
-            ref._get(timeout) if type(ref) is LocalRef else next(fetched) for ref in object_refs
+            ref.local_get(timeout) if type(ref) is LocalRef else next(fetched)
+            for ref in object_refs
         ]
     if _local_without_ray():
         return _get_without_ray(object_refs)
@@ -82,7 +83,7 @@ def _get_without_ray(object_refs: Any) -> Any:
         if not isinstance(ref, ray.ObjectRef):
             msg = f"Attempting to call `get` on the value {ref}, which is not an ray.ObjectRef."
             raise TypeError(msg)
-    return [ref._get() for ref in object_refs]  # all local: non-local refs need a cluster
+    return [ref.local_get() for ref in object_refs]  # all local: non-local refs need a cluster
 
 
 def _check_waitables(waitables: Any, num_returns: int, timeout: float | None) -> None:
@@ -129,7 +130,7 @@ def _is_local(waitable: Any) -> bool:
 def _local_ready(waitable: Any) -> bool:
     if isinstance(waitable, LocalRefGenerator):
         return True  # its next item is produced on demand
-    return bool(waitable._ready())
+    return bool(waitable.local_ready())
 
 
 def _wait(ray_waitables: Any, *args: Any, **kwargs: Any) -> Any:
@@ -142,7 +143,7 @@ def _wait(ray_waitables: Any, *args: Any, **kwargs: Any) -> Any:
     if not ray_waitables:
         return [], []
     ready = [w for w in ray_waitables if _is_local(w) and _local_ready(w)][:num_returns]
-    pending = [w for w in ray_waitables if type(w) is LocalRef and not w._ready()]
+    pending = [w for w in ray_waitables if type(w) is LocalRef and not w.local_ready()]
     real = [w for w in ray_waitables if not _is_local(w)]
     if len(ready) < num_returns and real:
         more, _ = RAY_OWN["wait"](
@@ -165,7 +166,7 @@ def _wait_pending(pending: list[LocalRef], wanted: int, timeout: float | None) -
     """Wait for up to ``wanted`` pending local refs (async actor calls) to finish."""
     import concurrent.futures  # noqa: PLC0415 -- only pending refs need it
 
-    futures = {ref._future: ref for ref in pending if ref._future is not None}
+    futures = {ref.local_pending: ref for ref in pending if ref.local_pending is not None}
     done: list[LocalRef] = []
     try:
         for finished in concurrent.futures.as_completed(futures, timeout=timeout):
@@ -223,7 +224,7 @@ def _cancel(ray_waitable: Any, *args: Any, **kwargs: Any) -> Any:
         ray_waitable.close()  # the generator stops; refs already taken keep their values
         return None
     if type(ray_waitable) is LocalRef:
-        future = ray_waitable._future
+        future = ray_waitable.local_pending
         if future is not None and not future.done():
             cancel_call = getattr(future, "cancel_call", None)  # an async actor's call
             if cancel_call is not None:

@@ -83,8 +83,8 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
         self._error = error
         self._future = future
 
-    def _settle(self, timeout: float | None = None) -> None:
-        """Wait for a pending ref's call to finish and take its outcome."""
+    def local_settle(self, timeout: float | None = None) -> None:
+        """Wait for a pending ref's call to finish and take its outcome (``ray.get``'s timeout)."""
         future = self._future
         if future is None:
             return
@@ -100,13 +100,20 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
         self._value, self._payload, self._error = done._value, done._payload, done._error
         self._future = None
 
-    def _ready(self) -> bool:
+    @property
+    def local_pending(self) -> concurrent.futures.Future[LocalRef] | None:
+        """The future of the call that will fill this ref; ``None`` once it has its outcome."""
+        return self._future
+
+    def local_ready(self) -> bool:
+        """Whether the call has its outcome (``ray.wait``'s test)."""
         future = self._future
         return future is None or future.done()
 
-    def _get(self, timeout: float | None = None) -> Any:
+    def local_get(self, timeout: float | None = None) -> Any:
+        """The value, as ``ray.get`` returns it, or the call's error raised as Ray raises it."""
         if self._future is not None:
-            self._settle(timeout)
+            self.local_settle(timeout)
         error = self._error
         if error is not None:
             if isinstance(error, RayTaskError):
@@ -127,7 +134,7 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
 
         def fill(_: object = None) -> None:
             try:
-                result.set_result(self._get())
+                result.set_result(self.local_get())
             except BaseException as exc:
                 result.set_exception(exc)
 
@@ -146,7 +153,7 @@ class LocalRef(ray.ObjectRef, InProcess):  # type: ignore[misc]  # Cython base
         pending = self._future
         if pending is not None and not pending.done():
             yield from asyncio.wrap_future(pending).__await__()
-        return self._get()
+        return self.local_get()
 
     def __reduce__(self) -> Any:
         # Pickled as Ray pickles a ref out of band (pickle.dumps(ref), ray.put([ref])): by
@@ -361,7 +368,7 @@ def resolve_argument(arg: Any) -> Any:
         RayTaskError: The ref holds a failed call's error (the dependent call fails too).
     """
     if isinstance(arg, LocalRef):
-        return arg._get()
+        return arg.local_get()
     if isinstance(arg, ray.ObjectRef):
         return RAY_OWN["get"](arg)
     return arg
@@ -384,7 +391,7 @@ def to_ray(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ..
 def _real(arg: Any) -> Any:
     if type(arg) is not LocalRef:
         return arg
-    arg._settle()
+    arg.local_settle()
     if arg._error is not None:
         return RAY_OWN["put"](arg._error)
-    return RAY_OWN["put"](arg._get())
+    return RAY_OWN["put"](arg.local_get())

@@ -165,7 +165,7 @@ class _Summary:
     def _repr_html_(self) -> str:
         from raytrace_kit import profile_summary  # noqa: PLC0415
 
-        parts = [str(self.block._card(self.top))]
+        parts = [str(self.block.html_card(self.top))]
         for path in self.block.remote_profiles[:_SHOWN_FLAMEGRAPHS]:  # the calls' own peaks
             try:
                 parts.append(profile_summary(path, top=self.top)._repr_html_())

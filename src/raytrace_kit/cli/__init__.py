@@ -59,6 +59,7 @@ from raytrace_kit.cli.common import (
     EXIT_EMPTY,
     EXIT_FAILED,
     EXIT_USAGE,
+    CommandExit,
     NoEventsError,
     quiet_parent,
 )
@@ -106,14 +107,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if given[:1] == ["run"]:  # the program and its arguments are never parsed by us
         given, rest = run.split_argv(given)
     arguments = _parser().parse_args(given)
-    from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError  # noqa: PLC0415
-
     handler: Callable[[argparse.Namespace], int] = arguments.handler  # the verb's run()
     if arguments.command == "run":  # what the program raises is the program's own
         arguments.program = [*arguments.program, *rest]
         return handler(arguments)
+    return _outcome(handler, arguments)
+
+
+def _outcome(handler: Callable[[argparse.Namespace], int], arguments: argparse.Namespace) -> int:
+    """The verb's exit code: what stops it that the user can act on is said on stderr."""
+    from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError  # noqa: PLC0415
+
     try:
         return handler(arguments)
+    except CommandExit as exc:  # the verb said why it stops
+        print(exc, file=sys.stderr)
+        return exc.code
     except (EventsNotFoundError, NoEventsError) as exc:
         print(f"raytrace-kit: {exc}", file=sys.stderr)
         return EXIT_EMPTY

@@ -38,8 +38,6 @@ def run(arguments: argparse.Namespace) -> int:
     dest = on_cluster(
         arguments, lambda: collect(arguments.output, profiles=not arguments.no_profiles)
     )
-    if isinstance(dest, int):
-        return dest
     nodes = json.loads((dest / "collect.json").read_text())["nodes"]
     for record in nodes.values():
         copied = record.get("bytes_copied")

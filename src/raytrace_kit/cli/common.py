@@ -21,6 +21,7 @@ __all__ = [
     "EXIT_EMPTY",
     "EXIT_FAILED",
     "EXIT_USAGE",
+    "CommandExit",
     "NoEventsError",
     "on_cluster",
     "quiet_parent",
@@ -43,6 +44,14 @@ def quiet_parent() -> argparse.ArgumentParser:
 
 class NoEventsError(Exception):
     """The source exists and holds no event files (exit code 3)."""
+
+
+class CommandExit(Exception):  # noqa: N818 -- an exit, as SystemExit is, not an error
+    """The command stops here: ``message`` on stderr, ``code`` its exit code (``main``'s)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def say(arguments: argparse.Namespace, line: Callable[[], str]) -> None:
@@ -96,8 +105,12 @@ def session(
     return opened
 
 
-def _address(arguments: argparse.Namespace) -> tuple[str, str] | int:
-    """The cluster to attach to and how it was chosen (for the header), or an exit code."""
+def _address(arguments: argparse.Namespace) -> tuple[str, str]:
+    """The cluster to attach to and how it was chosen (for the header).
+
+    Raises:
+        CommandExit: Several clusters run here and ``--address auto`` would pick one.
+    """
     from raytrace_kit._reports import header, running  # noqa: PLC0415
 
     address, how = arguments.address, "as given"
@@ -107,37 +120,35 @@ def _address(arguments: argparse.Namespace) -> tuple[str, str] | int:
         found = running.clusters(running.ray_processes() or [])
         if len(found) > 1:
             listing = "\n".join(header.cluster_listing(found))
-            print(
+            msg = (
                 f"raytrace-kit {arguments.command}: {len(found)} Ray clusters are running on "
                 "this machine, and --address auto would attach to one of them without saying "
-                f"which. Choose one with --address HOST:PORT:\n{listing}",
-                file=sys.stderr,
+                f"which. Choose one with --address HOST:PORT:\n{listing}"
             )
-            return EXIT_USAGE
+            raise CommandExit(EXIT_USAGE, msg)
         if found:  # attach to the very cluster the line will name
             address, how = found[0].address, "the only cluster running here"
     return address, how
 
 
-def on_cluster(arguments: argparse.Namespace, work: Callable[[], _T]) -> _T | int:
-    """Attach to ``--address``, say which cluster, do ``work``, detach (or an exit code).
+def on_cluster(arguments: argparse.Namespace, work: Callable[[], _T]) -> _T:
+    """Attach to ``--address``, say which cluster, do ``work``, detach.
 
-    Token authentication as Ray's own command line; with several clusters running here
-    and ``--address auto``, they are listed and the exit code is 2.
+    Token authentication as Ray's own command line.
+
+    Raises:
+        CommandExit: Several clusters run here and ``--address auto`` was given (they are
+            listed; exit code 2), or the cluster cannot be reached (exit code 1).
     """
     from raytrace_kit._driver.attach import attached  # noqa: PLC0415
 
-    chosen = _address(arguments)
-    if isinstance(chosen, int):
-        return chosen
-    address, how = chosen
+    address, how = _address(arguments)
     try:
         with attached(address):
             say(arguments, lambda: _attached(how))
             return work()
     except ClusterConnectionError as exc:
-        print(f"raytrace-kit {arguments.command}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        raise CommandExit(EXIT_FAILED, f"raytrace-kit {arguments.command}: {exc}") from exc
 
 
 def _attached(how: str) -> str:

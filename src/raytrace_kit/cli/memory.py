@@ -46,7 +46,5 @@ def run(arguments: argparse.Namespace) -> int:
         return memory(timeout=arguments.timeout)
 
     found = on_cluster(arguments, work)
-    if isinstance(found, int):
-        return found
     print(json.dumps(found.to_dict(), indent=1) if arguments.json else found)
     return 0

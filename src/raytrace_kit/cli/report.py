@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit.cli.common import EXIT_EMPTY, EXIT_USAGE, on_cluster, say, session
+from raytrace_kit.cli.common import EXIT_EMPTY, EXIT_USAGE, CommandExit, on_cluster, say, session
 
 if TYPE_CHECKING:
     from raytrace_kit.cli.common import Commands
@@ -39,8 +38,6 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:
 def run(arguments: argparse.Namespace) -> int:
     """Print the report (or its JSON, or write its HTML); 3 when it holds no calls."""
     made = _made(arguments)
-    if isinstance(made, int):
-        return made
     if arguments.html is not None:
         made.save_html(arguments.html)
         print(json.dumps(made.to_dict(), indent=1) if arguments.json else arguments.html)
@@ -50,7 +47,7 @@ def run(arguments: argparse.Namespace) -> int:
 
 
 def _made(arguments: argparse.Namespace) -> Any:
-    """The report of ``SOURCE``, or with ``--address`` of a cluster's nodes; or an exit code.
+    """The report of ``SOURCE``, or with ``--address`` of a cluster's nodes.
 
     The line naming ``SOURCE`` is said after the report, with its counts: the files are
     read once, not counted first (:func:`session` leaves the line to us unless a time
@@ -68,8 +65,7 @@ def _made(arguments: argparse.Namespace) -> Any:
             say(arguments, lambda: header.session_line(read, choice, header.counted(made)))
         return made
     if arguments.source != "latest":
-        print("raytrace-kit report: give SOURCE or --address, not both", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandExit(EXIT_USAGE, "raytrace-kit report: give SOURCE or --address, not both")
     return on_cluster(
         arguments,
         lambda: report(since=arguments.since, until=arguments.until, address=arguments.address),

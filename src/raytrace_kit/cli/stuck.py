@@ -46,8 +46,6 @@ def run(arguments: argparse.Namespace) -> int:
     from raytrace_kit._driver.stuck import stuck  # noqa: PLC0415 -- Ray: not for --help
 
     found = on_cluster(arguments, lambda: stuck(timeout=arguments.timeout))
-    if isinstance(found, int):
-        return found
     if arguments.html:
         found.save_html(arguments.html)
     if arguments.json:

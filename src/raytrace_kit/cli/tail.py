@@ -40,4 +40,4 @@ def run(arguments: argparse.Namespace) -> int:
             live.tail(function=arguments.function, status=arguments.status, raw=arguments.json)
         return 0
 
-    return int(on_cluster(arguments, work))
+    return on_cluster(arguments, work)

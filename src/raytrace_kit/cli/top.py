@@ -57,4 +57,4 @@ def run(arguments: argparse.Namespace) -> int:
                 watch.close()
         return 0
 
-    return int(on_cluster(arguments, work))
+    return on_cluster(arguments, work)
