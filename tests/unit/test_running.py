@@ -23,6 +23,22 @@ ARGV = [
     (["python", "-", "arg"], "python -"),
     (["/opt/app/server", "--password", "s3cret"], "/opt/app/server"),
     (["ray::IDLE some title"], "ray::IDLE"),
+    # raytrace-kit run: the program it runs, its own options and the program's arguments out
+    (
+        ["/venv/bin/python", "/venv/bin/raytrace-kit", "run", "--log-args", "jobs/etl.py", "-k"],
+        "jobs/etl.py",
+    ),
+    (
+        ["python", "-m", "raytrace_kit", "run", "--profile", "memray", "--sample", "app.py"],
+        "app.py",
+    ),
+    (
+        ["python", "-m", "raytrace_kit", "run", "--include", "mylib.*", "-m", "jobs.etl", "x"],
+        "python -m jobs.etl",
+    ),
+    (["/venv/bin/python", "/venv/bin/raytrace-kit", "run", "--", "-odd.py"], "-odd.py"),
+    (["/venv/bin/python", "/venv/bin/raytrace-kit", "report", "--json"], "/venv/bin/raytrace-kit"),
+    (["python", "-m", "raytrace_kit", "top"], "python -m raytrace_kit"),
     ([], None),
 ]
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 __all__ = [
+    "KIT_RUN_VALUED",
     "Cluster",
     "RayNode",
     "clusters",
@@ -174,23 +176,54 @@ def script_from_argv(argv: list[str]) -> str | None:
     ``python pipeline.py --token x`` is ``pipeline.py``; ``python -m pytest -k y`` is
     ``python -m pytest``; ``python -c ...`` is ``python -c`` (never the code); a console
     script (``/venv/bin/python /venv/bin/pytest -q``) is its path; another program is its
-    own path. Arguments, which may hold secrets, are never part of it.
+    own path. ``raytrace-kit run pipeline.py`` (or ``python -m raytrace_kit run ...``) is
+    the program it runs, ``pipeline.py``. Arguments, which may hold secrets, are never
+    part of it.
     """
     if not argv:
         return None
     program = argv[0].split(" ", 1)[0]  # a process that set its title puts it all in one
     if not _PYTHON.match(Path(program).name):
         return program
-    rest = iter(argv[1:])
+    return _python_runs(iter(argv[1:]))
+
+
+def _python_runs(rest: Iterator[str]) -> str:
+    """What ``python`` runs, given its arguments (see :func:`script_from_argv`)."""
     for argument in rest:
         if argument in {"-m", "-c"}:
             module = next(rest, "") if argument == "-m" else ""
+            if module == "raytrace_kit":
+                return _kit_run(rest) or "python -m raytrace_kit"
             return f"python {argument} {module}".rstrip()
         if argument in _WITH_VALUE:
             next(rest, None)
         elif argument == "-" or not argument.startswith("-"):
+            if Path(argument).name == "raytrace-kit":
+                return _kit_run(rest) or argument
             return argument if argument != "-" else "python -"
     return "python"
+
+
+# ``raytrace-kit run``'s options that take a value (cli/run.py splits its argv by them too).
+KIT_RUN_VALUED = frozenset({"--profile", "--check", "--include", "--exclude", "--capture"})
+
+
+def _kit_run(rest: Iterator[str]) -> str | None:
+    """The program of ``raytrace-kit run [OPTIONS] [--] SCRIPT | -m MODULE``, or None."""
+    if next(rest, None) != "run":
+        return None
+    for argument in rest:
+        if argument == "--":
+            return next(rest, None)
+        if argument == "-m":
+            module = next(rest, None)
+            return f"python -m {module}" if module else None
+        if argument == "-" or not argument.startswith("-"):
+            return argument
+        if argument in KIT_RUN_VALUED:
+            next(rest, None)
+    return None
 
 
 def shown_script(script: str) -> str:

@@ -11,15 +11,13 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from raytrace_kit._reports.running import KIT_RUN_VALUED  # what follows them is no program
 from raytrace_kit.cli.common import EXIT_USAGE
 
 if TYPE_CHECKING:
     from raytrace_kit.cli.common import Commands
 
 __all__ = ["add", "run", "split_argv"]
-
-# run's own options that take a value: what follows them is not the program yet.
-_RUN_VALUED = frozenset({"--profile", "--check", "--include", "--exclude", "--capture"})
 
 
 def add(commands: Commands, common: argparse.ArgumentParser) -> None:  # run has no -q
@@ -112,7 +110,7 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
             return argv[: at + 2], argv[at + 2 :]
         if not word.startswith("-") or word == "-":
             return argv[:at], argv[at:]
-        at += 2 if word in _RUN_VALUED else 1
+        at += 2 if word in KIT_RUN_VALUED else 1
     return argv, []
 
 
