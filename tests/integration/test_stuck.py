@@ -191,9 +191,13 @@ def test_queued_tasks_name_the_calls_that_hold_the_cpus(release: str) -> None:
         "both holders started",
     )
     refs = [queued.remote(i) for i in range(20)]
-    found = raytrace_kit.stuck()
-    waiting = [f for f in found.pending if f.function.endswith(".queued")]
-    assert len(waiting) == 20
+
+    def all_twenty() -> list[Any]:  # Ray's state API hears of new tasks a moment later
+        found = raytrace_kit.stuck()
+        waiting = [f for f in found.pending if f.function.endswith(".queued")]
+        return waiting if len(waiting) == 20 else []
+
+    waiting = helpers.wait_until(all_twenty, "the 20 queued tasks listed")
     assert {f.reason for f in waiting} == {"resources"}
     why = waiting[0].why
     assert why.startswith("waiting for CPU: held by hold (call ")
@@ -237,8 +241,13 @@ def test_two_hundred_healthy_calls_raise_no_alarm(release: str) -> None:
     """Calls running and queued for CPUs, none blocked on another: nothing is flagged."""
     refs = [hold.remote(release) for _ in range(200)]
     helpers.wait_until(lambda: len(helpers.events_of(hold, "call.start")) == 2, "two running")
-    found = raytrace_kit.stuck()
-    assert len([f for f in found.flights if f.function.endswith(".hold")]) == 200
+
+    def all_listed() -> Any:  # Ray's state API hears of new tasks a moment later
+        found = raytrace_kit.stuck()
+        flights = [f for f in found.flights if f.function.endswith(".hold")]
+        return found if len(flights) == 200 else None
+
+    found = helpers.wait_until(all_listed, "the 200 calls listed")
     assert (found.deadlocks, found.infeasible, found.stuck) == ([], [], [])
     Path(release).touch()
     assert sum(ray.get(refs)) == 200
