@@ -36,6 +36,26 @@ class TestStraggler:
         assert "arguments ['50'] {}" in finding.evidence
 
 
+class TestSlowestShare:
+    """The slowest functions' share: of all calls' time, so never over 100%."""
+
+    def test_calls_side_by_side_share_all_calls_time(self, tmp_path: Path) -> None:
+        """8 processes busy all along: 3 s of jobs.load and 1 s of jobs.save each, 75%/25%."""
+        for pid in range(2001, 2009):
+            events = EventFile(tmp_path, pid)
+            for index, (function, took) in enumerate((("jobs.load", 3.0), ("jobs.save", 1.0))):
+                call = f"{pid:010x}{index:06x}"
+                begun = KNOWN_START + (3.0 if index else 0.0)
+                events.start(call, function, at=begun)
+                events.end(call, seconds=took, at=begun + took)
+            events.close()
+        made = raytrace_kit.report(tmp_path)
+        shares = {row["function"]: row["share"] for row in made.slowest}
+        assert shares == {"jobs.load": 0.75, "jobs.save": 0.25}  # of 32 s run in a 4 s span
+        table = str(made)
+        assert re.search(r"jobs\.load .* 24\.00s │ 75% ", table), table
+
+
 class TestOneAtATime:
     """Calls submitted and waited on one at a time: one finding per parent function."""
 
