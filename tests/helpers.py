@@ -503,3 +503,11 @@ class AgainstPlainRay:
             local = run_row(row, _local, tmp_path)
         assert local == plain[row.__name__]
         assert not ray.is_initialized()
+
+
+def marked_line(path: Path, marker: str) -> int:
+    """The line of ``path`` that ends in the comment ``# marker``."""
+    for number, text in enumerate(path.read_text().splitlines(), 1):
+        if text.rstrip().endswith(f"# {marker}"):
+            return number
+    raise AssertionError(marker)

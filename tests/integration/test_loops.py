@@ -7,7 +7,9 @@ held for longer than the kit's threshold (0.1 s), which a 0.3 s sleep always is.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -21,6 +23,8 @@ import ray
 import raytrace_kit
 from raytrace_kit import debuggable
 from tests import helpers
+
+HERE = Path(__file__)
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -107,12 +111,24 @@ class Holder:
     async def ping(self) -> str:
         return "pong"
 
+    async def naps(self, release: str) -> str:
+        while not os.path.exists(release):
+            await asyncio.sleep(0.02)  # naps awaits
+        return "rested"
+
 
 def test_stuck_shows_a_loop_held_now(tmp_path: Path) -> None:
     """stuck() while hold() blocks: the loop, the call, the line; ping() is still pending."""
     release = tmp_path / "release"
     holder = Holder.remote()  # type: ignore[attr-defined]
     ray.get(holder.ping.remote())  # started: its loop runs
+    napping = holder.naps.remote(str(release))
+    helpers.wait_until(
+        lambda: [
+            e for e in helpers.events_of(Holder, "call.start") if e["function"].endswith(".naps")
+        ],
+        "naps() started",
+    )
     held = holder.hold.remote(str(release))
     waiting = holder.ping.remote()
 
@@ -130,7 +146,20 @@ def test_stuck_shows_a_loop_held_now(tmp_path: Path) -> None:
         assert "Holder.hold (call " in text
         assert "has held its event loop for " in text
         assert found.to_dict()["held_loops"][0]["call_id"] == loop["call_id"]
+        # The table says it too: the holder holds at its line, the napper awaits behind it.
+        (holding,) = [f for f in found.running if f.function.endswith(".hold")]
+        (napper,) = [f for f in found.running if f.function.endswith(".naps")]
+        hold_line, nap_line = (
+            f"{HERE}:{helpers.marked_line(HERE, marker)}"
+            for marker in ("holds the loop", "naps awaits")
+        )
+        assert holding.where == hold_line
+        assert re.fullmatch(rf"holding its event loop \([0-9.]+ s\) at {hold_line}", holding.why)
+        assert napper.why == (
+            f"awaiting asyncio.sleep() at {nap_line}; its event loop is held by "
+            f"Holder.hold (call {loop['call_id']})"
+        ), napper.why
     finally:
         release.touch()
-    assert ray.get([held, waiting]) == ["released", "pong"]
+    assert ray.get([held, waiting, napping]) == ["released", "pong", "rested"]
     ray.kill(holder)

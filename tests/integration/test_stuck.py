@@ -31,10 +31,7 @@ HERE = Path(__file__)
 
 def line_of(marker: str) -> int:
     """The line of this file that carries ``marker`` (a comment on the line)."""
-    for number, text in enumerate(HERE.read_text().splitlines(), 1):
-        if text.rstrip().endswith(f"# {marker}"):
-            return number
-    raise AssertionError(marker)
+    return helpers.marked_line(HERE, marker)
 
 
 def source_of(marker: str) -> str:

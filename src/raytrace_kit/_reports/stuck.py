@@ -221,6 +221,14 @@ def _blocked_in(stack: list[list[Any]]) -> str | None:
     return f"{called[-1]}()" if called else None
 
 
+def _awaited(stack: list[list[Any]]) -> str:
+    """What a suspended coroutine's innermost line awaits: ``asyncio.sleep()``, or ``""``."""
+    source = str(stack[-1][3]) if len(stack[-1]) > 3 else ""
+    found = _AWAIT.search(source)
+    return f"{found.group(1)}()" if found else ""
+
+
+_AWAIT = re.compile(r"\bawait\s+([\w.]+)\s*\(")
 # The calls into C that block a thread: what the user's own line calls when it waits.
 _BLOCKING = re.compile(r"\b(sleep|acquire|wait|join|recv|recv_into|accept|select|poll|read)\(")
 
@@ -317,9 +325,21 @@ class _Found:
             flight.age_s = call["running_s"]
             flight.operator = flight.operator or call.get("operator")
             _waits_on(flight, call.get("stack") or [], call.get("waiting_on"), "live")
+            if call.get("async") and flight.stack:  # a suspended coroutine: at an await
+                flight.awaiting, flight.blocked_in = _awaited(flight.stack), None
         self.waits.extend(_outside_calls(answer))
         for held in answer.get("loops_held", []):
             self.held.append({**held, "node_id": answer.get("node_id"), "pid": answer.get("pid")})
+            holder = self.running.get(held.get("call_id") or "")
+            if holder is None:
+                continue
+            holder.holds_loop_s = held.get("held_s")
+            if not holder.stack and held.get("stack"):  # running, so no coroutine stack
+                _waits_on(holder, held["stack"], None, "live")
+            for call in answer.get("calls", []):  # the others on that loop cannot resume
+                other = self.running.get(call["call_id"])
+                if call.get("async") and other is not None and other is not holder:
+                    other.loop_held_by = holder
 
     def attach_stuck(self) -> None:
         for call_id, event in self.stuck_events.items():

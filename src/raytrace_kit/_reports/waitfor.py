@@ -71,6 +71,9 @@ class Flight:
     submission: dict[str, Any] | None = None
     operator: str | None = None  # a Ray Data UDF's operator (``MapBatches(clean)``)
     blocked_in: str | None = None  # the standard library's innermost frame: ``wait() in ...``
+    awaiting: str | None = None  # a suspended async call's await: ``asyncio.sleep()`` (or "")
+    holds_loop_s: float | None = None  # an async call holding its event loop this long
+    loop_held_by: Flight | None = None  # a suspended async call's loop, held by that call
 
     def name(self) -> str:
         """The call as a person names it: function, and call id or task id."""
@@ -82,6 +85,15 @@ class Flight:
     def status(self) -> str:
         """``running 12.3 s`` or ``pending 4.0 s``."""
         return f"{self.state} {self.age_s:.1f} s"
+
+
+def _what_it_does(flight: Flight) -> str:
+    """A running call that waits on no ref: holding its loop, awaiting, blocked, or running."""
+    if flight.holds_loop_s is not None:
+        return f"holding its event loop ({flight.holds_loop_s:.1f} s)"
+    if flight.awaiting is not None:
+        return f"awaiting {flight.awaiting}".rstrip()  # "": an await of no call's result
+    return f"blocked in {flight.blocked_in}" if flight.blocked_in else "running"
 
 
 def fmt_resources(resources: dict[str, float]) -> str:
@@ -140,8 +152,9 @@ class Graph:
     def _running(self, flight: Flight) -> None:
         waited = [self.by_task[t] for t in flight.waiting_on if t in self.by_task]
         if flight.waiting_in is None:
-            what = f"blocked in {flight.blocked_in}" if flight.blocked_in else "running"
-            flight.why = what + (f" at {flight.where}" if flight.where else "")
+            flight.why = _what_it_does(flight) + (f" at {flight.where}" if flight.where else "")
+            if flight.loop_held_by is not None:
+                flight.why += f"; its event loop is held by {flight.loop_held_by.name()}"
             return
         flight.reason = "waiting"
         if flight.waiting_in != "ray.wait" or flight.waiting_refs == 1:
