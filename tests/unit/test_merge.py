@@ -20,6 +20,7 @@ import pytest
 
 import raytrace_kit
 from raytrace_kit._output import encode, paths, submissions
+from raytrace_kit._output.samples import SamplesFile
 from raytrace_kit._output.writer import EventWriter
 from raytrace_kit._process import ProcessIdentity
 from raytrace_kit._reports.merge import cluster_report
@@ -249,6 +250,44 @@ class TestMergedReport:
         merged = cluster_report(_ask(readers, []), 3, since=since, until=until, source="c")
         assert _without_source(merged) == _without_source(whole)
         assert merged.overview["calls"] == whole.overview["calls"] < 80
+
+    def test_samples_on_the_nodes_merge_the_same(self, tmp_path: Path) -> None:
+        """Sampled processes on two nodes: the hot line, the straggler's lines, the flame."""
+        _write_run(tmp_path)
+        _write_samples(tmp_path)
+        whole = raytrace_kit.report(tmp_path)
+        readers = [NodeReport([tmp_path / f"node-{n[:12]}"]) for n in NODES]
+        merged = cluster_report(_ask(readers, []), 3, since=None, until=None, source="c")
+        assert _without_source(merged) == _without_source(whole)
+        (work,) = [row for row in merged.slowest if row["function"] == "jobs.work"]
+        assert work["hot_line"] == "89% of work's running samples at test_merge.py:41"
+        (straggler,) = [f for f in merged.findings if f.kind == "straggler"]
+        assert "test_merge.py:41" in straggler.evidence
+        flame = merged.charts["flame"]  # the samples of both nodes, under jobs.work
+        ((name, seconds),) = [(child["name"], child["s"]) for child in flame["children"]]
+        assert (name, seconds) == ("jobs.work", pytest.approx(3.95))
+
+
+def _crunch() -> None:  # the sampled code: its frames name this file
+    pass
+
+
+def _write_samples(root: Path) -> None:
+    """The straggler (node 2) sampled at two lines, another call (node 0) at a third."""
+    code = _crunch.__code__
+    for node, pid, call, counts in (
+        (2, 202, f"{60:016x}", ((41, 350), (42, 40))),
+        (0, 200, f"{1:016x}", ((43, 5),)),
+    ):
+        directory = root / f"node-{NODES[node][:12]}"
+        out = SamplesFile(directory / f"samples-{NODES[node][:12]}-{pid}.jsonl",
+                          {"pid": pid, "node_id": NODES[node], "hz": 100.0})  # fmt: skip
+        thread = out.thread(1, "MainThread")
+        made = out.call(call, {"call_id": call, "function": "jobs.work", "actor_id": None})
+        for line, count in counts:
+            out.counts[out.stack((out.frame(code, line),)), thread, made, 0] += count
+        assert out.flush()
+        out.close()
 
 
 def _write_actors(root: Path) -> None:

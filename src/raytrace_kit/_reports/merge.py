@@ -34,8 +34,9 @@ from raytrace_kit._reports.micros import unpack_lines
 from raytrace_kit._reports.names import CallNames
 from raytrace_kit._reports.packing import unpack_floats
 from raytrace_kit._reports.queues import MAX_LISTED, Queues
-from raytrace_kit._reports.report import RayLogs, Report, finish
+from raytrace_kit._reports.report import RayLogs, Report, add_samples, finish
 from raytrace_kit._reports.rules import SERIAL_MIN_CHILDREN
+from raytrace_kit._reports.samples import SampleRow
 from raytrace_kit._reports.tally import Tally
 
 __all__ = ["Ask", "Merged", "cluster_report", "merged"]
@@ -56,13 +57,16 @@ class Merged:
     files: int
     blocked: BlockedLoops
     data: DataOps
+    samples: list[SampleRow]
 
     def report(self, source: str) -> Report:
         """The report, finished by the code that finishes a report of files."""
-        return finish(
+        made = finish(
             self.tally, self.driver, self.queues, self.flights, self.ray_logs, source=source,
             files=self.files, blocked=self.blocked, data=self.data,
         )  # fmt: skip
+        add_samples(made, self.tally, self.samples)
+        return made
 
 
 def cluster_report(
@@ -113,6 +117,7 @@ def merged(ask: Ask, nodes: int, *, since: str | None, until: str | None) -> Mer
         tally, driver, queues, flown, ray_logs, sum(answer["files"] for answer in prepared),
         BlockedLoops.merged(part["blocked"] for part in partials),
         DataOps.merged(part["data"] for part in partials),
+        [row for answer in details for row in answer["samples"]],
     )  # fmt: skip
 
 

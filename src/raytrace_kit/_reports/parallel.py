@@ -27,6 +27,7 @@ from raytrace_kit._reports.counts import has_submissions
 from raytrace_kit._reports.data_ops import DataOps
 from raytrace_kit._reports.driver import Waited, read_driver
 from raytrace_kit._reports.queues import Queues
+from raytrace_kit._reports.samples import read_samples
 from raytrace_kit._reports.session import Session, instant, open_session
 from raytrace_kit._reports.tally import Tally
 
@@ -113,7 +114,7 @@ def _in_parallel(
         blocked=BlockedLoops.merged(p["blocked"] for p in parts),
         data=DataOps.merged(p["data"] for p in parts),
     )
-    one_pass.add_samples(made, tally, session)
+    one_pass.add_samples(made, tally, read_samples(session.sample_files()))
     return made
 
 

@@ -35,6 +35,7 @@ from raytrace_kit._reports.joins import NodeQueues, join
 from raytrace_kit._reports.linking import still_running
 from raytrace_kit._reports.packing import task_key
 from raytrace_kit._reports.queues import has_submissions
+from raytrace_kit._reports.samples import SAMPLES_GLOB, read_samples
 from raytrace_kit._reports.sessions import EVENT_GLOB
 from raytrace_kit._reports.sums import LaneTotal
 from raytrace_kit._reports.tally import Tally
@@ -72,10 +73,12 @@ class NodeReport:
     def __init__(self, roots: list[Path], ray_logs: Path | None = None) -> None:
         self.files: list[Path] = []
         self.driver_files: list[Path] = []
+        self.sample_files: list[Path] = []
         for root in roots:
             if root.is_dir():
                 self.files.extend(sorted(root.rglob(EVENT_GLOB)))
                 self.driver_files.extend(sorted(root.rglob(DRIVER_GLOB)))
+                self.sample_files.extend(sorted(root.rglob(SAMPLES_GLOB)))
         self.ray_logs = ray_logs
         self._tally: Tally | None = None
         self._queues: NodeQueues | None = None
@@ -149,6 +152,8 @@ class NodeReport:
     ) -> dict[str, Any]:
         """Question 6: functions of ``call_ids``, the ``lanes`` drawn, Ray's records of deaths.
 
+        And the samples of the processes here (``sample=``), for the report's hot lines.
+
         And the task ids of the submissions read ``indexes``-th here (calls never started).
         """
         tally, queues = self._tally, self._queues
@@ -162,6 +167,7 @@ class NodeReport:
             "task_ids": queues.task_ids(indexes) if indexes else {},
             "logs": str(logs) if with_gcs else None,
             "deaths": worker_deaths(logs, worker_ids) if with_gcs and logs else {},
+            "samples": read_samples(self.sample_files),  # the sampler's, summed per stack
         }
 
 

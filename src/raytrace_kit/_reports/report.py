@@ -269,17 +269,15 @@ def report(
         tally, driver, queues, flights, RayLogs.here(session.root),
         source=str(session.root), files=len(session.files), blocked=blocked, data=data,
     )  # fmt: skip
-    _add_samples(made, tally, read_samples(session.sample_files()))  # where it was sampled
+    add_samples(made, tally, read_samples(session.sample_files()))  # where it was sampled
     return made
 
 
-def add_samples(made: Report, tally: Tally, session: Session) -> None:
-    """Where the run was sampled, added to the report of its files (one pass or merged)."""
-    _add_samples(made, tally, read_samples(session.sample_files()))
+def add_samples(made: Report, tally: Tally, rows: list[SampleRow]) -> None:
+    """Where the run was sampled, added to its report (one pass, two readers, or nodes').
 
-
-def _add_samples(made: Report, tally: Tally, rows: list[SampleRow]) -> None:
-    """The samples' word: each slowest function's hot line, stragglers', the flame graph."""
+    Each slowest function's hot line, the stragglers' lines, the flame graph.
+    """
     if not rows:
         return
     add_hot_lines(made.slowest, rows)
