@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 
 import ray
-from _harness import arguments
+from _harness import arguments, cache_bytecode
 
 import raytrace_kit
 
@@ -55,6 +55,7 @@ def ray_pids() -> dict[str, int]:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=4000, rounds=7)
     n = args.calls
     ray.init(address="local", num_cpus=2, include_dashboard=False)

@@ -18,7 +18,7 @@ import os
 import time
 
 import ray
-from _harness import actor_calls, arguments, interleave_until_stable, print_ratios
+from _harness import actor_calls, arguments, cache_bytecode, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 
@@ -44,6 +44,7 @@ class AsyncEcho:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     options = arguments(__doc__ or "", calls=2000, rounds=7)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     plain = [ray.remote(AsyncEcho).remote() for _ in range(2)]

@@ -44,7 +44,7 @@ import tempfile
 import time
 
 import ray
-from _harness import actor_calls, arguments, interleave_until_stable, print_ratios
+from _harness import actor_calls, arguments, cache_bytecode, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 
@@ -166,6 +166,7 @@ def task_calls(fn, n: int, *extra: object) -> float:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ray
-from _harness import arguments
+from _harness import arguments, cache_bytecode
 
 
 class Echo:
@@ -142,6 +142,7 @@ def delivered(calls: int, rounds: int) -> list[float]:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=20000, rounds=9)
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     bench = Bench.remote()  # held: Ray before 2.50 loses a handle nothing holds

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import arguments, interleave, print_ratios
+from _harness import arguments, cache_bytecode, interleave, print_ratios
 
 SAMPLE = Path(__file__).parents[1] / "tests" / "programs" / "coverage_sample"
 
@@ -75,6 +75,7 @@ def session(project: Path, options: list[str], inside: list[float]) -> float:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=200, rounds=3)
     with tempfile.TemporaryDirectory(prefix="raytrace_kit-coverage-bench-") as folder:
         project = Path(folder)

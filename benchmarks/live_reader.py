@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import ray
+from _harness import cache_bytecode
 
 from raytrace_kit._driver.readers import Readers
 from raytrace_kit._reports.live import Cursor, LiveTally
@@ -100,6 +101,7 @@ def _line(label: str, shares: list[float]) -> str:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=10_000, help="events per second written")
     parser.add_argument("--seconds", type=float, default=20.0)

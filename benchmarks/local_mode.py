@@ -25,7 +25,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import ray
-from _harness import arguments, floor, interleave, interleave_until_stable, medians, per_call
+from _harness import (
+    arguments,
+    cache_bytecode,
+    floor,
+    interleave,
+    interleave_until_stable,
+    medians,
+    per_call,
+)
 
 from raytrace_kit import debuggable, local_mode
 
@@ -35,6 +43,7 @@ def work(batch: list[int]) -> int:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
     batch = list(range(16))

@@ -23,7 +23,7 @@ import sys
 import time
 
 import ray
-from _harness import actor_calls, arguments, interleave_until_stable, print_ratios
+from _harness import actor_calls, arguments, cache_bytecode, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 
@@ -63,6 +63,7 @@ def import_times(rounds: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
 

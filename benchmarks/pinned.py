@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import ray
-from _harness import arguments, interleave_until_stable, print_ratios
+from _harness import arguments, cache_bytecode, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 
@@ -35,6 +35,7 @@ class Handwritten:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=2000, rounds=9)
     n = args.calls
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 import ray
-from _harness import arguments, interleave_until_stable, print_ratios
+from _harness import arguments, cache_bytecode, interleave_until_stable, print_ratios
 
 import raytrace_kit
 from raytrace_kit._driver import data_hooks, program
@@ -62,6 +62,7 @@ def run(batches: int, *, kit: bool) -> float:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__ or "", calls=200, rounds=5)
     raytrace_kit.instrument()  # the hooks in place; each variant says whether they act
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

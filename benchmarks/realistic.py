@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
+from _harness import cache_bytecode
 
 HERE = Path(__file__).resolve()
 PARTS = ("tasks", "actor pool", "async actor", "ray data")
@@ -195,6 +196,7 @@ def one_run(
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", action="store_true", help="run the program itself")
     parser.add_argument("--rounds", type=int, default=5)

@@ -107,7 +107,7 @@ from pathlib import Path
 import msgspec
 import ray
 from _call_structs import End, Start
-from _harness import arguments, floor, interleave_until_stable
+from _harness import arguments, cache_bytecode, floor, interleave_until_stable
 
 from raytrace_kit import debuggable, local_mode
 from raytrace_kit._output import encode
@@ -589,6 +589,7 @@ LABELS = {
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=3000, rounds=15)
     with tempfile.TemporaryDirectory(prefix="recorder-floor-") as name:
         directory = Path(name)

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _harness import cache_bytecode
 from real_session import write_real_session  # the real-shaped session
 
 PROCESSES = 8
@@ -240,6 +241,7 @@ def compare(commands: dict[str, list[str]], rounds: int, base: str) -> dict[str,
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)

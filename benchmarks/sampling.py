@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import ray
-from _harness import floor, interleave_until_stable, print_ratios
+from _harness import cache_bytecode, floor, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 
@@ -139,6 +139,7 @@ def against_py_spy() -> None:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     import argparse  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

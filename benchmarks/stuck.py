@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import ray
-from _harness import arguments
+from _harness import arguments, cache_bytecode
 
 import raytrace_kit
 from raytrace_kit import debuggable
@@ -40,6 +40,7 @@ def queued(x: int) -> int:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=10_000, rounds=5)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     release = Path(tempfile.mkdtemp()) / "release"

@@ -22,7 +22,7 @@ import statistics
 import time
 
 import ray
-from _harness import actor_calls, arguments, interleave_until_stable, print_ratios
+from _harness import actor_calls, arguments, cache_bytecode, interleave_until_stable, print_ratios
 
 from raytrace_kit import debuggable
 from raytrace_kit._output import submissions
@@ -48,6 +48,7 @@ def submit_cpu(submit, n: int) -> float:
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=2000, rounds=7)
     n = args.calls
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

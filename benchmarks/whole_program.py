@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 import ray
-from _harness import arguments, interleave_until_stable, print_ratios
+from _harness import arguments, cache_bytecode, interleave_until_stable, print_ratios
 
 import raytrace_kit
 from raytrace_kit import debuggable
@@ -62,6 +62,7 @@ def variant(setup: Callable[[], None], shape, fn, n: int) -> Callable[[], float]
 
 
 def main() -> None:
+    cache_bytecode()  # new processes keep their bytecode (see _harness)
     args = arguments(__doc__, calls=1000, rounds=7)
     n = args.calls
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

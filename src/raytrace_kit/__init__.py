@@ -10,7 +10,6 @@ use, so ``raytrace-kit report`` and the pytest plugin start without importing Ra
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -142,10 +141,9 @@ _LAZY = {
     "UsageError": "raytrace_kit.exceptions",
 }
 
-try:
-    __version__ = version("raytrace_kit")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+# Read on first use (see __getattr__): asking importlib.metadata costs each Ray worker,
+# which imports this package at its first call and never asks, about 3 ms.
+__version__: str
 
 __all__ = [
     "Call",
@@ -222,7 +220,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Load a public name's module on first use (PEP 562)."""
+    """Load a public name's module on first use (PEP 562); the version read at first ask."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+        try:
+            found = version("raytrace_kit")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            found = "0+unknown"
+        globals()[name] = found
+        return found
     module = _LAZY.get(name)
     if module is None:
         msg = f"module 'raytrace_kit' has no attribute {name!r}"

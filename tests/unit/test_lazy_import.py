@@ -84,3 +84,43 @@ def test_a_ray_data_worker_loads_only_what_runs_a_batch(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert list((tmp_path / "logs").rglob("*.jsonl")), "the batch was recorded"
+
+
+def test_a_worker_s_first_call_loads_only_what_every_call_needs(tmp_path: Path) -> None:
+    """A task unpickled and run once, as each new Ray worker does, leaves the rest unloaded.
+
+    What only some calls need comes through ``_worker/on_demand.py`` (the internals' house
+    rules); each worker would pay for it otherwise (benchmarks/first_call.py).
+    """
+    import copy  # noqa: PLC0415 -- the task: a function the child imports by name
+
+    import ray.cloudpickle  # noqa: PLC0415 -- only this test needs Ray
+
+    from raytrace_kit._options import DebugOptions  # noqa: PLC0415
+    from raytrace_kit._worker.instrument import instrument_function  # noqa: PLC0415
+
+    payload = tmp_path / "task.pkl"
+    payload.write_bytes(ray.cloudpickle.dumps(instrument_function(copy.copy, DebugOptions())))
+    code = (
+        "import sys, ray, ray.cloudpickle\n"
+        f"task = ray.cloudpickle.loads(open({str(payload)!r}, 'rb').read())\n"
+        "assert task([1, 2]) == [1, 2]\n"
+        "on_demand = ('raytrace_kit._worker.profilers', 'raytrace_kit._worker.sampler',"
+        " 'raytrace_kit._worker.loops', 'raytrace_kit._worker.capture',"
+        " 'raytrace_kit._serialization', 'raytrace_kit._html', 'sysconfig', 'memray',"
+        " 'cProfile')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(on_demand))\n"
+        "assert not loaded, loaded\n"
+        "assert 'raytrace_kit._worker.watch' in sys.modules  # the kit's thread: started\n"
+    )
+    env = {**os.environ, "RAYTRACE_LOG_DIR": str(tmp_path / "logs")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "logs").rglob("*.jsonl")), "the call was recorded"

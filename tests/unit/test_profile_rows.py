@@ -57,7 +57,7 @@ class TestWhoseRows:
     ) -> None:
         """Code of a site-packages inside the stdlib dir (Docker's python images) keeps its row."""
         stdlib = tmp_path / "usr" / "local" / "lib" / "python3.11"
-        monkeypatch.setattr(frames, "_STDLIB_DIRS", (str(stdlib) + os.sep,))
+        monkeypatch.setattr(frames, "_stdlib_dirs", lambda: (str(stdlib) + os.sep,))
         stages = installed_module(stdlib / packages, "pipeline_stages", monkeypatch)
         clean = debuggable(profile="cprofile")(stages.clean)
         with raytrace_kit.local_mode():

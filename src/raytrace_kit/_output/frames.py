@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import os
-import sysconfig
 import threading
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ CALL_PATH_FILES = tuple(
     for room, name in (
         ("_worker", "instrument.py"),
         ("_worker", "boundary.py"),
+        ("_worker", "on_demand.py"),
         ("_worker", "profilers.py"),
         ("_worker", "runner.py"),
         ("_local", "run.py"),
@@ -52,19 +53,24 @@ def user_frames(tb: TracebackType | None, *, all_kit: bool = False) -> Traceback
     return tb
 
 
-# The standard library's directories, as sysconfig names them and as its modules were loaded
-# from (a venv's platstdlib is the venv's own lib/pythonX.Y), each ending in a separator.
-_STDLIB_DIRS = tuple(
-    {
-        os.path.join(path, "")
-        for path in (
-            sysconfig.get_path("stdlib"),
-            sysconfig.get_path("platstdlib"),
-            os.path.dirname(threading.__file__),
-        )
-        if path
-    }
-)
+@functools.cache
+def _stdlib_dirs() -> tuple[str, ...]:
+    """The standard library's directories, each ending in a separator.
+
+    As sysconfig names them and as its modules were loaded from (a venv's platstdlib is the
+    venv's own lib/pythonX.Y). Asked on first use: sysconfig, which Ray does not import,
+    costs a worker about 1.5 ms to import, and most workers never ask.
+    """
+    import sysconfig  # noqa: PLC0415 -- on first use, see above
+
+    found = (
+        sysconfig.get_path("stdlib"),
+        sysconfig.get_path("platstdlib"),
+        os.path.dirname(threading.__file__),
+    )
+    return tuple({os.path.join(path, "") for path in found if path})
+
+
 # Installed packages, which some layouts put inside a standard library's directory
 # (/usr/local/lib/python3.11/site-packages in Python's Docker images, a venv's lib/python3.11).
 _PACKAGE_DIRS = ("site-packages" + os.sep, "dist-packages" + os.sep)
@@ -78,5 +84,5 @@ def in_stdlib(filename: str) -> bool:
     """
     return any(
         filename.startswith(directory) and not filename.startswith(_PACKAGE_DIRS, len(directory))
-        for directory in _STDLIB_DIRS
+        for directory in _stdlib_dirs()
     )

@@ -55,8 +55,10 @@ _PLAIN_VARIABLES = frozenset(
         "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
     }
 )  # fmt: skip
-_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://[^:/@\s]+:)[^@\s]+@")
+# Compiled at first use, by re's own cache (re.findall, re.sub): each Ray worker imports
+# this module at its first call, and most never show an argument (0.4 ms to compile both).
+_WORDS = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+"
+_URL_USERINFO = r"(?P<scheme>[a-zA-Z][\w+.-]*://[^:/@\s]+:)[^@\s]+@"
 
 
 def is_secret_key(key: object) -> bool:
@@ -65,7 +67,7 @@ def is_secret_key(key: object) -> bool:
         key = key.decode("utf-8", "replace")
     if not isinstance(key, str):
         return False
-    return any(word.lower() in SECRET_WORDS for word in _WORDS.findall(key))
+    return any(word.lower() in SECRET_WORDS for word in re.findall(_WORDS, key))
 
 
 class _Redacting(reprlib.Repr):
@@ -100,7 +102,7 @@ class _Redacting(reprlib.Repr):
     def repr_str(self, x: str, level: int) -> str:
         if self.hidden and _holds(x, self.hidden):
             return REDACTED
-        return super().repr_str(_URL_PASSWORD.sub(rf"\g<scheme>{REDACTED}@", x), level)
+        return super().repr_str(re.sub(_URL_USERINFO, rf"\g<scheme>{REDACTED}@", x), level)
 
     def repr__Environ(self, x: object, level: int) -> str:  # noqa: N802 -- reprlib's name for os._Environ
         return ENVIRONMENT if self.environment else self.repr_instance(x, level)
@@ -117,7 +119,7 @@ class _Redacting(reprlib.Repr):
             text = repr(x)
         except Exception as exc:
             return f"<{type(x).__name__} whose __repr__ raised {type(exc).__name__}>"
-        text = _URL_PASSWORD.sub(rf"\g<scheme>{REDACTED}@", _scrubbed(text, self.hidden))
+        text = re.sub(_URL_USERINFO, rf"\g<scheme>{REDACTED}@", _scrubbed(text, self.hidden))
         if len(text) > self.maxother:
             text = f"{text[: self.maxother - 24]}... <{len(text) - self.maxother + 24} more>"
         return text
@@ -200,7 +202,7 @@ def shown_argv(argv: list[str]) -> list[str]:
         elif argument.startswith("-") and equals and is_secret_key(name.lstrip("-")):
             shown.append(f"{name}={REDACTED}")
         else:
-            shown.append(_URL_PASSWORD.sub(rf"\g<scheme>{REDACTED}@", argument)[:ARG_CHARS])
+            shown.append(re.sub(_URL_USERINFO, rf"\g<scheme>{REDACTED}@", argument)[:ARG_CHARS])
         hide_next = argument.startswith("-") and not equals and is_secret_key(argument.lstrip("-"))
     return shown
 

@@ -13,18 +13,19 @@ import functools
 import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Generator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from raytrace_kit import _process, _registry
 from raytrace_kit._options import CallSpec
 from raytrace_kit._output import call_lines, encode, writer
 from raytrace_kit._output.context import CURRENT_CALL, ActiveCall, parent_token
-from raytrace_kit._serialization.report import reject
-from raytrace_kit._serialization.walk import check_serializable
-from raytrace_kit._worker import capture, loops, parents, profilers, sampler, watch
+from raytrace_kit._worker import on_demand, parents, watch
 from raytrace_kit._worker import state as worker_state
 
-__all__ = ["Boundary", "check_return", "run", "run_async", "run_async_generator", "run_generator"]
+if TYPE_CHECKING:
+    from raytrace_kit._worker.profilers import CallProfile
+
+__all__ = ["Boundary", "run", "run_async", "run_async_generator", "run_generator"]
 
 _T = TypeVar("_T")
 
@@ -55,7 +56,7 @@ class Boundary:
         "tracker",
     )
 
-    profile: profilers.CallProfile | None
+    profile: CallProfile | None
 
     def __init__(  # noqa: PLR0917 -- positional: one line at each of its six call sites
         self,
@@ -135,7 +136,7 @@ class Boundary:
         if state.kit_thread is None:
             watch.start()  # once per process: stacks, stuck calls, submissions; never raises
         if spec.options.sample is not None and state.sampler is None:
-            sampler.start(spec.options.sample)  # once per process; never raises
+            on_demand.start_sampler(spec.options.sample)  # once per process; never raises
         if watch_after and watch_after < 4 * state.watch_period:
             watch.shorten(watch_after)
         if self.mode != "local" and (
@@ -145,7 +146,7 @@ class Boundary:
             _hook_process(spec)
         if spec.options.profile is not None:
             try:
-                self.profile = profilers.start_call(spec, call)
+                self.profile = on_demand.start_profile(spec, call)
             except Exception as exc:
                 writer.report_failure("profile", "cannot start the profiler", exc)
                 return
@@ -165,7 +166,7 @@ class Boundary:
     def returned(self, result: _T) -> _T:
         """The call's result, checked first when ``check="always"`` asks for it."""
         if self.spec.options.check == "always":
-            check_return(self.spec, result)
+            on_demand.check_return(self.spec, result)
         return result
 
     def untrack(self, tracker: Any) -> None:
@@ -212,7 +213,7 @@ class Boundary:
             if self.cpu:
                 _process.ran(self.spec.fragment, duration)
             if exc is not None:  # its locals (and replay file) come first
-                tail = capture.failed(call, self.spec, self.inputs, exc) + tail
+                tail = on_demand.failed(call, self.spec, self.inputs, exc) + tail
             figures = (rss, private, max_rss)
             tail += self.end_tail
             line = call_lines.end_line(
@@ -300,7 +301,7 @@ async def run_async(  # noqa: PLR0917 -- as run()
     with boundary:
         if boundary.call is not None:  # where its frames are while it awaits (see .waits)
             boundary.call.task = asyncio.current_task()
-            loops.started(boundary.call)  # its loop watched: a turn it holds is named
+            on_demand.loop_started(boundary.call)  # its loop watched: a turn held is named
         if (tracker := boundary.tracker) is not None:
             try:
                 tracker.__enter__()
@@ -330,7 +331,7 @@ async def run_async_generator(  # noqa: PLR0917 -- as run()
     with boundary:
         if boundary.call is not None:  # where its frames are while it awaits (see .waits)
             boundary.call.task = asyncio.current_task()
-            loops.started(boundary.call)
+            on_demand.loop_started(boundary.call)
         if (tracker := boundary.tracker) is not None:
             try:
                 tracker.__enter__()
@@ -380,15 +381,3 @@ def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
         return ()
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return tuple(p.name for p in parameters if p.kind in positional)
-
-
-def check_return(spec: CallSpec, value: Any) -> None:
-    """``check="always"``: fail the call, in the worker, if Ray cannot send ``value`` back.
-
-    Raises:
-        NotSerializableError: With the report; ``ray.get`` raises it on the driver.
-    """
-    report = check_serializable(value, name=f"the return value of {spec.function}", scope="return")
-    if not report.ok:
-        # Redacted: the message travels to the driver and into Ray's logs.
-        reject(report, "returning from the call", spec.function, redact=True)

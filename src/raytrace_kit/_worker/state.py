@@ -70,6 +70,8 @@ class WorkerState:
         self.sizers: dict[type, tuple[Callable[[Any], int], str] | None] = {}  # per type
         # The line of each ray.put of this process (see .held): object id -> (file, line).
         self.put_sites: dict[bytes, tuple[str, int]] = {}
+        # Modules of the kit that could not be imported on demand (see .on_demand): off here.
+        self.unimportable: set[str] = set()
 
 
 state = WorkerState()

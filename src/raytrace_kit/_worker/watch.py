@@ -32,7 +32,7 @@ from pathlib import Path
 
 from raytrace_kit._output import encode, submissions, writer
 from raytrace_kit._output import state as output_state
-from raytrace_kit._worker import loops, stack_server
+from raytrace_kit._worker import stack_server
 from raytrace_kit._worker import state as worker_state
 
 __all__ = [
@@ -135,6 +135,9 @@ class _Due:
         if self.look is not None and now >= self.look:
             self.look = None
             with contextlib.suppress(Exception):
+                # Imported by the async call that started the looks (see .on_demand).
+                from raytrace_kit._worker import loops  # noqa: PLC0415
+
                 if loops.look():
                     self.look = now + loops.LOOK_S
         if now >= self.watch:
