@@ -29,10 +29,10 @@ from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._driver.collect import _same_directory, unanswered
 from raytrace_kit._output import paths
 from raytrace_kit._reports.cursor import RECORD_FILE, Cursor
+from raytrace_kit._reports.frame_words import user_where
 from raytrace_kit._reports.live import LiveTally
 from raytrace_kit._reports.live_samples import LiveSamples
 from raytrace_kit._reports.partial import NodeReport
-from raytrace_kit._reports.stuck import user_where
 from raytrace_kit._worker import stack_server
 from raytrace_kit.exceptions import RaytraceKitError
 

@@ -8,17 +8,16 @@ reasoning is :mod:`.waitfor`'s, the wording of the output :mod:`.stuck_render`'s
 from __future__ import annotations
 
 import os
-import re
-import sysconfig
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from raytrace_kit._reports.frame_words import awaited, blocked_in, user_where
 from raytrace_kit._reports.lanes import seconds
 from raytrace_kit._reports.waitfor import DEADLOCK_FIX, Flight, Graph, cycles, stragglers
 
-__all__ = ["DEADLOCK_FIX", "UNMOVED", "UNMOVED_S", "StuckReport", "alike", "build", "user_where"]
+__all__ = ["DEADLOCK_FIX", "UNMOVED", "UNMOVED_S", "StuckReport", "alike", "build"]
 
 UNMOVED = 0.9  # a call whose recent samples sat at one place this often has not moved...
 UNMOVED_S = 5.0  # ...and has run this long (a call begun a moment ago, a short one, has not)
@@ -196,52 +195,6 @@ def _brief(flight: Flight) -> dict[str, Any]:
     }
 
 
-def user_where(stack: list[list[Any]]) -> str | None:
-    """The innermost frame of the user's own code (not the standard library's), as file:line."""
-    if not stack:
-        return None
-    frame = next((f for f in reversed(stack) if not _in_stdlib(str(f[0]))), stack[-1])
-    return f"{frame[0]}:{frame[1]}"
-
-
-def _blocked_in(stack: list[list[Any]]) -> str | None:
-    """What a running call is blocked in, where its frames say so.
-
-    ``wait() in threading.py:327`` when the innermost frame is the standard library's;
-    ``sleep()`` when the user's own line is a blocking call into C (``time.sleep(40)``, a
-    lock's ``acquire()``: no Python frame below it); else ``None`` (it runs).
-    """
-    if not stack:
-        return None
-    file, line, function = stack[-1][:3]
-    if _in_stdlib(str(file)):
-        return f"{function}() in {os.path.basename(str(file))}:{line}"
-    source = str(stack[-1][3]) if len(stack[-1]) > 3 else ""
-    called = _BLOCKING.findall(source)
-    return f"{called[-1]}()" if called else None
-
-
-def _awaited(stack: list[list[Any]]) -> str:
-    """What a suspended coroutine's innermost line awaits: ``asyncio.sleep()``, or ``""``."""
-    source = str(stack[-1][3]) if len(stack[-1]) > 3 else ""
-    found = _AWAIT.search(source)
-    return f"{found.group(1)}()" if found else ""
-
-
-_AWAIT = re.compile(r"\bawait\s+([\w.]+)\s*\(")
-# The calls into C that block a thread: what the user's own line calls when it waits.
-_BLOCKING = re.compile(r"\b(sleep|acquire|wait|join|recv|recv_into|accept|select|poll|read)\(")
-
-
-_STDLIB = tuple(
-    {os.path.realpath(sysconfig.get_paths()[name]) + os.sep for name in ("stdlib", "platstdlib")}
-)
-
-
-def _in_stdlib(file: str) -> bool:
-    return file.startswith(_STDLIB) and "-packages" not in file
-
-
 def build(
     source: str,
     states: list[dict[str, Any]],
@@ -326,7 +279,7 @@ class _Found:
             flight.operator = flight.operator or call.get("operator")
             _waits_on(flight, call.get("stack") or [], call.get("waiting_on"), "live")
             if call.get("async") and flight.stack:  # a suspended coroutine: at an await
-                flight.awaiting, flight.blocked_in = _awaited(flight.stack), None
+                flight.awaiting, flight.blocked_in = awaited(flight.stack), None
         self.waits.extend(_outside_calls(answer))
         for held in answer.get("loops_held", []):
             self.held.append({**held, "node_id": answer.get("node_id"), "pid": answer.get("pid")})
@@ -390,7 +343,7 @@ def _waits_on(
 ) -> None:
     flight.stack, flight.seen = [list(frame) for frame in stack], seen
     flight.where = user_where(flight.stack) or flight.where
-    flight.blocked_in = _blocked_in(flight.stack)
+    flight.blocked_in = blocked_in(flight.stack)
     if waiting:
         flight.waiting_in = waiting.get("what")
         flight.waiting_refs = int(waiting.get("refs") or 0)

@@ -18,7 +18,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEADLOCK_FIX", "Flight", "Graph", "cycles", "fmt_resources", "stragglers"]
+from raytrace_kit._reports.frame_words import doing
+from raytrace_kit._reports.resources import fits, fmt_resources, room
+
+__all__ = ["DEADLOCK_FIX", "Flight", "Graph", "cycles", "stragglers"]
 
 DEADLOCK_FIX = (
     "each of these calls waits on the next, so none can finish. Break the cycle: do not "
@@ -87,28 +90,6 @@ class Flight:
         return f"{self.state} {self.age_s:.1f} s"
 
 
-def _what_it_does(flight: Flight) -> str:
-    """A running call that waits on no ref: holding its loop, awaiting, blocked, or running."""
-    if flight.holds_loop_s is not None:
-        return f"holding its event loop ({flight.holds_loop_s:.1f} s)"
-    if flight.awaiting is not None:
-        return f"awaiting {flight.awaiting}".rstrip()  # "": an await of no call's result
-    return f"blocked in {flight.blocked_in}" if flight.blocked_in else "running"
-
-
-def fmt_resources(resources: dict[str, float]) -> str:
-    """``{CPU: 2, GPU: 1}`` as people write it (whole numbers without ``.0``)."""
-    parts = []
-    for name, amount in sorted(resources.items()):
-        if name.startswith("node:") or name.endswith("_group"):
-            continue
-        if name in {"memory", "object_store_memory"}:
-            parts.append(f"{name}: {amount / 2**30:.1f} GiB")
-        else:
-            parts.append(f"{name}: {amount:g}")
-    return "{" + ", ".join(parts) + "}"
-
-
 class Graph:
     """The calls in flight by key and by task id, with the nodes' resources."""
 
@@ -152,7 +133,7 @@ class Graph:
     def _running(self, flight: Flight) -> None:
         waited = [self.by_task[t] for t in flight.waiting_on if t in self.by_task]
         if flight.waiting_in is None:
-            flight.why = _what_it_does(flight) + (f" at {flight.where}" if flight.where else "")
+            flight.why = doing(flight) + (f" at {flight.where}" if flight.where else "")
             if flight.loop_held_by is not None:
                 flight.why += f"; its event loop is held by {flight.loop_held_by.name()}"
             return
@@ -212,12 +193,12 @@ class Graph:
         ):
             return None
         candidates = self._candidates(record)
-        if any(_fits(n["total"], asked) for n in candidates):
+        if any(fits(n["total"], asked) for n in candidates):
             return None
         if not candidates:
             where = f"its node {(record.get('scheduling') or '')[5:17]} is not alive"
             return "infeasible", f"infeasible: asks {fmt_resources(asked)}, and {where}", []
-        largest = max(candidates, key=lambda n: _room(n["total"], asked))
+        largest = max(candidates, key=lambda n: room(n["total"], asked))
         have = {k: largest["total"].get(k, 0.0) for k in {*asked, "CPU", "GPU"}}
         return (
             "infeasible",
@@ -272,7 +253,7 @@ class Graph:
     def _resources(self, record: dict[str, Any]) -> tuple[str, str, list[str]] | None:
         asked = record.get("resources") or {}
         candidates = self._candidates(record)
-        if not asked or not candidates or any(_fits(n["available"], asked) for n in candidates):
+        if not asked or not candidates or any(fits(n["available"], asked) for n in candidates):
             return None
         short = sorted(
             name
@@ -293,14 +274,6 @@ class Graph:
         else:
             held = "held by work the kit does not see (not debuggable)"
         return ("resources", f"waiting for {', '.join(short)}: {held}", [])
-
-
-def _fits(have: dict[str, float], asked: dict[str, float]) -> bool:
-    return all(have.get(name, 0.0) >= amount - 1e-9 for name, amount in asked.items())
-
-
-def _room(have: dict[str, float], asked: dict[str, float]) -> tuple[float, ...]:
-    return tuple(have.get(name, 0.0) for name in sorted(asked))
 
 
 def cycles(graph: Graph) -> list[list[Flight]]:
