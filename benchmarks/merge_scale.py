@@ -1,8 +1,8 @@
 """What the caller pays at 100 nodes: the merge of simulated node shares, report and top.
 
 No cluster: the answers 100 nodes would send are made up in the shape the readers send
-them (``_reports/cluster/partial.py``, ``joins.py``, ``live.py``), with --calls calls per node
-(three events each: 333,333 a node is 100 million events in all), 20 functions, one
+them (``_reports/cluster/partial.py``, ``joins.py``, ``live/aggregates.py``), with --calls
+calls per node (three events each: 333,333 a node is 100 million events in all), 20 functions, one
 call in 500 failing, every call submitted on one node and run on another (the worst
 case for the join). The same packed arrays are reused for every node (making them is
 not what is measured). Then:

@@ -7,7 +7,7 @@ submissions (a driver's file, often the largest). The shares' records merge, eac
 own ``merge()`` (``sums.py``, ``Queues.merge``), in that order, and are finished by the
 code that finishes a one-pass report: the same report, byte for byte. The readers are
 forks of this process (no import again; the same ``hash()`` of a task id in each). One
-process reads the session (``report.py``) below :data:`PARALLEL_MIN_BYTES` (a second
+process reads the session (``run/sections.py``) below :data:`PARALLEL_MIN_BYTES` (a second
 costs more than it saves), with one CPU, or where forking is not safe (threads run).
 """
 

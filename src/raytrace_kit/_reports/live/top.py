@@ -1,7 +1,7 @@
 """What ``raytrace-kit top`` shows: the nodes' live views merged, as text, HTML and data.
 
 Each node sends counts per function, a histogram of durations, its oldest calls in
-flight, its latest failures and processes (``live.py``); :func:`merge` adds them up. A
+flight, its latest failures and processes (``aggregates.py``); :func:`merge` adds them up. A
 function's pending calls are those submitted and not yet started (their ``call.submit``
 and ``call.start`` may be on two nodes: counts add up where ids would not have to
 travel); stragglers are calls, running or finished, far beyond their function's median

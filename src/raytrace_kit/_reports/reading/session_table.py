@@ -1,6 +1,6 @@
 """The sessions listed: the table of ``raytrace-kit sessions`` and its first line.
 
-Apart from the header line (``header.py``) so that ``sessions.py`` renders its own list
+Apart from the header line (``header.py``) so that ``session_list.py`` renders its own list
 without importing what reads sessions.
 """
 
