@@ -36,7 +36,7 @@ from _harness import arguments, floor, interleave
 import raytrace_kit
 from raytrace_kit import debuggable
 from raytrace_kit._driver import readers
-from raytrace_kit._reports.merge import cluster_report
+from raytrace_kit._reports.cluster import cluster_report
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # the tests' cluster of separate nodes
 from tests.helpers import node_cluster

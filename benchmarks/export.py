@@ -43,7 +43,7 @@ from real_session import write_real_session
 
 VARIANTS = {
     "read calls": """
-from raytrace_kit._reports.calls import distinct_processes, iter_calls
+from raytrace_kit._reports.reading.calls import distinct_processes, iter_calls
 n = sum(1 for files in distinct_processes(session.files) for _ in iter_calls(files))
 """,
     "otlp-json": """
@@ -56,9 +56,9 @@ n = export.to_json_file(session, OUT).spans
 """,
     "otlp http/protobuf": """
 from raytrace_kit._reports.otel import export
-from raytrace_kit._reports.otel.stream import Counts, session_spans
+from raytrace_kit._reports.otel.stream import SpanCounts, session_spans
 sink = export.endpoint_sink(URL, "http/protobuf", {})
-n = export.send(session_spans(session, counts=Counts()), sink).spans
+n = export.send(session_spans(session, counts=SpanCounts()), sink).spans
 """,
     "to_otel (SDK)": """
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult

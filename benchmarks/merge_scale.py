@@ -1,8 +1,8 @@
 """What the caller pays at 100 nodes: the merge of simulated node shares, report and top.
 
 No cluster: the answers 100 nodes would send are made up in the shape the readers send
-them (``_reports/partial.py``, ``joins.py``, ``live.py``), with --calls calls per node
-(three events each: 333,333 a node is 100 million events in all), 20 functions, one
+them (``_reports/cluster/partial.py``, ``joins.py``, ``live/aggregates.py``), with --calls
+calls per node (three events each: 333,333 a node is 100 million events in all), 20 functions, one
 call in 500 failing, every call submitted on one node and run on another (the worst
 case for the join). The same packed arrays are reused for every node (making them is
 not what is measured). Then:
@@ -25,16 +25,19 @@ from array import array
 from typing import Any
 
 from raytrace_kit._output.schema import Call
-from raytrace_kit._reports.blocked import BlockedLoops
-from raytrace_kit._reports.by_value import ByValue
-from raytrace_kit._reports.data_ops import DataOps
-from raytrace_kit._reports.driver import DriverRecord
-from raytrace_kit._reports.joins import from_micros
-from raytrace_kit._reports.live import OLDEST, bin_value
-from raytrace_kit._reports.merge import cluster_report
-from raytrace_kit._reports.packing import pack_floats
-from raytrace_kit._reports.sums import FailureGroup, Function, LaneTotal, RunSums
-from raytrace_kit._reports.top import merge
+from raytrace_kit._reports.cluster import cluster_report, from_micros
+from raytrace_kit._reports.live import OLDEST, bin_value, merge
+from raytrace_kit._reports.reading import DriverRecord
+from raytrace_kit._reports.run import (
+    BlockedLoops,
+    ByValue,
+    DataOps,
+    FailureGroup,
+    Function,
+    LaneTotal,
+    RunSums,
+    pack_floats,
+)
 
 FUNCTIONS = 20
 

@@ -60,8 +60,8 @@ def variants(session: Path) -> dict[str, list[str]]:
     command = str(beside) if beside.exists() else shutil.which("raytrace-kit") or "raytrace-kit"
     calls = "import raytrace_kit, sys; print(len(raytrace_kit.open_session(sys.argv[1]).calls()))"
     one = (
-        "import sys; from raytrace_kit._reports import parallel; "
-        "print(parallel.report(sys.argv[1], processes=1))"
+        "import sys; from raytrace_kit._reports.cluster import report_in_parallel; "
+        "print(report_in_parallel(sys.argv[1], processes=1))"
     )
     return {
         "report": [command, "report", str(session)],

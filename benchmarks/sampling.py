@@ -104,7 +104,7 @@ def against_py_spy() -> None:
     if not Path(py_spy).exists():
         print("\npy-spy: not installed (pip install py-spy)")
         return
-    from raytrace_kit._reports.samples import read_samples, select  # noqa: PLC0415
+    from raytrace_kit._reports.profiles import read_samples, select  # noqa: PLC0415
 
     logs = Path(tempfile.mkdtemp(prefix="sampling-bench-"))
     sampled = debuggable(sample=100)(ray.remote(Cruncher))

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from raytrace_kit._html import element
-from raytrace_kit._reports import svg
 from raytrace_kit._reports.otel import export
-from raytrace_kit._reports.session import open_session
+from raytrace_kit._reports.reading import open_session
+from raytrace_kit._reports.run import svg
 
 HERE = Path(__file__).parent
 NODES = ("e57b3b9653bf7c6cd73b0d79549f1f865e2781232c72b314dd78b374",

@@ -31,17 +31,26 @@ if TYPE_CHECKING:
     from raytrace_kit._options import DebugOptions, Pin
     from raytrace_kit._output.logger import echo, get_logger
     from raytrace_kit._output.paths import log_dir
-    from raytrace_kit._reports.cpu_stats import CpuStats, cpu_stats
-    from raytrace_kit._reports.events import read_events
     from raytrace_kit._reports.explain import Explanation, explain
-    from raytrace_kit._reports.flamegraph import flamegraph
-    from raytrace_kit._reports.profile_summary import ProfileSummary, profile_summary
-    from raytrace_kit._reports.report import Finding, Report
-    from raytrace_kit._reports.session import Call, Session, open_session
-    from raytrace_kit._reports.sessions import SessionSummary, sessions
+    from raytrace_kit._reports.live import TopView
+    from raytrace_kit._reports.profiles import (
+        CpuStats,
+        ProfileSummary,
+        cpu_stats,
+        flamegraph,
+        profile_summary,
+    )
+    from raytrace_kit._reports.reading import (
+        Call,
+        Session,
+        SessionSummary,
+        open_session,
+        read_events,
+        sessions,
+    )
+    from raytrace_kit._reports.run import Finding, Report
     from raytrace_kit._reports.stuck import StuckReport
     from raytrace_kit._reports.timeline import timeline
-    from raytrace_kit._reports.top import TopView
     from raytrace_kit._serialization.report import SerializationFailure, SerializationReport
     from raytrace_kit._serialization.walk import check_serializable
     from raytrace_kit._worker.debugger import DebuggerEndpoint, attach_debugger
@@ -95,24 +104,24 @@ _LAZY = {
     "get_logger": "raytrace_kit._output.logger",
     "echo": "raytrace_kit._output.logger",
     "log_dir": "raytrace_kit._output.paths",
-    "read_events": "raytrace_kit._reports.events",
+    "read_events": "raytrace_kit._reports.reading",
     "Explanation": "raytrace_kit._reports.explain",
     "explain": "raytrace_kit._reports.explain",
-    "CpuStats": "raytrace_kit._reports.cpu_stats",
-    "ProfileSummary": "raytrace_kit._reports.profile_summary",
-    "cpu_stats": "raytrace_kit._reports.cpu_stats",
-    "flamegraph": "raytrace_kit._reports.flamegraph",
-    "profile_summary": "raytrace_kit._reports.profile_summary",
-    "Finding": "raytrace_kit._reports.report",
-    "Report": "raytrace_kit._reports.report",
+    "CpuStats": "raytrace_kit._reports.profiles",
+    "ProfileSummary": "raytrace_kit._reports.profiles",
+    "cpu_stats": "raytrace_kit._reports.profiles",
+    "flamegraph": "raytrace_kit._reports.profiles",
+    "profile_summary": "raytrace_kit._reports.profiles",
+    "Finding": "raytrace_kit._reports.run",
+    "Report": "raytrace_kit._reports.run",
     "StuckReport": "raytrace_kit._reports.stuck",
-    "Call": "raytrace_kit._reports.session",
-    "Session": "raytrace_kit._reports.session",
-    "open_session": "raytrace_kit._reports.session",
-    "SessionSummary": "raytrace_kit._reports.sessions",
-    "sessions": "raytrace_kit._reports.sessions",
+    "Call": "raytrace_kit._reports.reading",
+    "Session": "raytrace_kit._reports.reading",
+    "open_session": "raytrace_kit._reports.reading",
+    "SessionSummary": "raytrace_kit._reports.reading",
+    "sessions": "raytrace_kit._reports.reading",
     "timeline": "raytrace_kit._reports.timeline",
-    "TopView": "raytrace_kit._reports.top",
+    "TopView": "raytrace_kit._reports.live",
     "SerializationFailure": "raytrace_kit._serialization.report",
     "SerializationReport": "raytrace_kit._serialization.report",
     "check_serializable": "raytrace_kit._serialization.walk",

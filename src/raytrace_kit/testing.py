@@ -172,8 +172,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def _summary(since: datetime) -> list[str]:
     from raytrace_kit._output import state as _output_state  # noqa: PLC0415
-    from raytrace_kit._reports.report import report  # noqa: PLC0415
-    from raytrace_kit._reports.session import Session  # noqa: PLC0415
+    from raytrace_kit._reports.reading import Session  # noqa: PLC0415
+    from raytrace_kit._reports.run import report  # noqa: PLC0415
 
     state = _output_state.state
     folders = {d for d in (state.last_ray_log_dir, state.fallback_dir) if d is not None}

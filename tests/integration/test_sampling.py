@@ -22,7 +22,7 @@ import pytest
 import ray
 
 from raytrace_kit import debuggable
-from raytrace_kit._reports.samples import read_samples
+from raytrace_kit._reports.profiles import read_samples
 from tests import helpers
 from tests.unit.test_sampling_formats import decode_pprof
 
@@ -69,7 +69,7 @@ _BLOCKED = _HEAD + textwrap.dedent(
 
 _KILLED = _HEAD + textwrap.dedent(
     """\
-    from raytrace_kit._reports.samples import read_samples
+    from raytrace_kit._reports.profiles.samples import read_samples
 
     @ray.remote(max_retries=0)
     def sampling_spin(flag):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from raytrace_kit._reports.blocked import BlockedLoops, each
+from raytrace_kit._reports.run import BlockedLoops, each
 
 
 def _line(function: str, held_s: float, line: int = 9, actor: str = "a1") -> bytes:

@@ -1,4 +1,4 @@
-"""The findings of large data passed by value (``_reports.by_value``), from written records.
+"""The findings of large data passed by value (``_reports.run.by_value``), from written records.
 
 The ``call.submit`` lines are rendered by the writer's own functions, as a driver and a
 worker write them, on two nodes; the report of the files and the cluster's merged report
@@ -16,9 +16,8 @@ import pytest
 import raytrace_kit
 from raytrace_kit._output import submissions
 from raytrace_kit._process import ProcessIdentity
-from raytrace_kit._reports.by_value import COPIED_MIN_BYTES, ByValue, size_text
-from raytrace_kit._reports.merge import cluster_report
-from raytrace_kit._reports.partial import NodeReport
+from raytrace_kit._reports.cluster import NodeReport, cluster_report
+from raytrace_kit._reports.run import COPIED_MIN_BYTES, ByValue, size_text
 
 MIB = 2**20
 BASE = 1_800_000_000.0
@@ -188,7 +187,7 @@ class TestRule:
                 ProcessIdentity(None, None, None, 1, is_worker=False), None, None,
                 [[0, size, 1, "numpy.ndarray"]],
             )  # fmt: skip
-            from raytrace_kit._reports.columns import decode_submission  # noqa: PLC0415
+            from raytrace_kit._reports.reading import decode_submission  # noqa: PLC0415
 
             passed.take(decode_submission(line), line)
         assert bool(passed.findings()) is found

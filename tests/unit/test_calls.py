@@ -1,4 +1,4 @@
-"""Calls read back from stored event files (``_reports.calls``), written by the kit's writer.
+"""Calls read back from stored event files (``_reports/reading/calls.py``), as the kit wrote them.
 
 A process's file rotates at a size limit (``events-X.jsonl`` becomes ``events-X.1.jsonl``,
 and so on), so a call's start and end can be in two files; a call whose process died has
@@ -13,10 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from raytrace_kit._reports import calls as calls_module
-from raytrace_kit._reports import counts as counts_module
-from raytrace_kit._reports.calls import StartLine, distinct_processes, iter_calls, processes
-from raytrace_kit._reports.counts import has_submissions
+from raytrace_kit._reports.reading import (
+    StartLine,
+    distinct_processes,
+    has_submissions,
+    iter_calls,
+    processes,
+)
+from raytrace_kit._reports.reading import calls as calls_module
+from raytrace_kit._reports.reading import counts as counts_module
 from tests.helpers import EventFile
 
 

@@ -9,9 +9,9 @@ import numpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raytrace_kit._reports.columns import Clock, Stamps, column_loops, grouped, joined, read_stamp
-from raytrace_kit._reports.flights import loops_of
-from raytrace_kit._reports.micros import from_micros, micros
+from raytrace_kit._reports.cluster import from_micros, micros
+from raytrace_kit._reports.reading import Clock, Stamps, column_loops, grouped, joined, read_stamp
+from raytrace_kit._reports.run import loops_of
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""Calls and failures counted by bytes (``_reports.counts``) agree with the calls read back.
+"""Calls and failures counted by bytes (``_reports.reading.counts``) agree with the calls read back.
 
 The files are written by the kit's own encoder and writer (``EventFile``), rotation
 included; the counts are compared with what ``open_session(...).calls()`` decodes.
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from raytrace_kit import open_session
-from raytrace_kit._reports import counts
+from raytrace_kit._reports.reading import Counts, count
+from raytrace_kit._reports.reading import counts as counts_module
 from tests.helpers import EventFile
 
 
@@ -41,7 +42,7 @@ class TestCount:
         read = open_session(tmp_path).calls()
         assert len(read) == 4
         assert sum(c.status == "error" for c in read) == 2
-        assert counts.count(files) == counts.Counts(calls=4, failures=2, nodes=2, processes=2)
+        assert count(files) == Counts(calls=4, failures=2, nodes=2, processes=2)
 
     @pytest.mark.parametrize("block", [7, 64, 333, 4096])
     def test_blocks_cut_anywhere_count_the_same(
@@ -49,9 +50,9 @@ class TestCount:
     ) -> None:
         """A line cut by a block's end is counted once, in the next block."""
         files = _run(tmp_path)
-        monkeypatch.setattr(counts, "_BLOCK", block)
-        assert counts.count(files).calls == 4
-        assert counts.count(files).failures == 2
+        monkeypatch.setattr(counts_module, "_BLOCK", block)
+        assert count(files).calls == 4
+        assert count(files).failures == 2
 
     def test_rotated_files_are_one_process(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -61,14 +62,14 @@ class TestCount:
         monkeypatch.setenv("RAYTRACE_ROTATION_BACKUP_COUNT", "10")
         files = _run(tmp_path)
         assert len(files) > 2
-        assert counts.count(files) == counts.Counts(calls=4, failures=2, nodes=2, processes=2)
+        assert count(files) == Counts(calls=4, failures=2, nodes=2, processes=2)
 
     def test_a_copied_process_counts_once(self, tmp_path: Path) -> None:
         """The same process's file found twice (a collection inside the folder): once."""
         files = _run(tmp_path / "node")
         copy = tmp_path / "collected"
         shutil.copytree(tmp_path / "node", copy)
-        assert counts.count(sorted(tmp_path.rglob("events-*.jsonl"))).calls == 4
+        assert count(sorted(tmp_path.rglob("events-*.jsonl"))).calls == 4
         assert len(files) == 2
 
     def test_a_line_cut_short_is_not_counted(self, tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ class TestCount:
         files = _run(tmp_path)
         with files[0].open("ab") as handle:
             handle.write(b'{"timestamp":"2026-01-01T00:00:00.000000+00:00","level":"info","eve')
-        assert counts.count(files).calls == 4
+        assert count(files).calls == 4
 
     def test_ends_without_starts_are_calls(self, tmp_path: Path) -> None:
         """Ends whose starts went to another session's files (local calls across ray.init)."""
@@ -87,7 +88,7 @@ class TestCount:
         events.close()
         lines = events.path.read_bytes().splitlines(keepends=True)
         events.path.write_bytes(b"".join(line for line in lines if b"call.end" in line))
-        assert counts.count([events.path]) == counts.Counts(2, 2, 1, 1)
+        assert count([events.path]) == Counts(2, 2, 1, 1)
         assert len(open_session(events.path).calls()) == 2
 
     def test_a_file_in_another_shape_is_decoded(self, tmp_path: Path) -> None:
@@ -100,4 +101,4 @@ class TestCount:
         ]  # fmt: skip
         path = tmp_path / "events-abababababab-7.jsonl"
         path.write_text("".join(json.dumps(line) + "\n" for line in lines) + "not json\n")
-        assert counts.count([path]) == counts.Counts(calls=2, failures=1, nodes=1, processes=1)
+        assert count([path]) == Counts(calls=2, failures=1, nodes=1, processes=1)

@@ -10,14 +10,14 @@ import json
 from typing import Any
 
 from raytrace_kit._output.schema import Call, DataSizes
-from raytrace_kit._reports.data_findings import (
+from raytrace_kit._reports.run import (
     BOUND_MIN_P50_S,
     GROWTH_MIN_BYTES,
+    DataOps,
+    Finding,
     data_explained,
     data_section,
 )
-from raytrace_kit._reports.data_ops import DataOps
-from raytrace_kit._reports.finding import Finding
 
 MIB = 2**20
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raytrace_kit._reports.deaths import find_ray_logs, worker_deaths
+from raytrace_kit._reports.explain import find_ray_logs, worker_deaths
 
 RECORDED = Path(__file__).parent.parent / "data" / "ray_logs_oom"
 KILLED = "ed7d0a793a26269a9269fc75ce277627f7d227bdca6cf2cbde6386d7"

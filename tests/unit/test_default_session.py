@@ -1,4 +1,4 @@
-"""The default source (``_reports.sessions``): the newest session with kit records, yours.
+"""The default source (``reading/session_list.py``): the newest session with kit records, yours.
 
 Session directories are made as Ray names them, in a temp root of the test's own, with
 event files written by the kit's writer; "another user's" is a directory chowned to
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from raytrace_kit import EventsNotFoundError
-from raytrace_kit._reports.sessions import Choice, choose_latest, sessions
+from raytrace_kit._reports.reading import Choice, choose_latest, sessions
 from tests.helpers import EventFile
 
 OTHER_UID = 12345
@@ -119,7 +119,7 @@ class TestByName:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """The name found under Ray's temp root, not in the working directory."""
-        from raytrace_kit._reports.session import open_session  # noqa: PLC0415
+        from raytrace_kit._reports.reading import open_session  # noqa: PLC0415
 
         monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
         _session(tmp_path / "ray", "2026-11-25_09-00-00", calls=1)
@@ -135,7 +135,7 @@ class TestByName:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Neither a path nor a listed session: the error names what may be passed."""
-        from raytrace_kit._reports.session import open_session  # noqa: PLC0415
+        from raytrace_kit._reports.reading import open_session  # noqa: PLC0415
 
         monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
         monkeypatch.chdir(tmp_path)

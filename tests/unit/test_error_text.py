@@ -9,7 +9,7 @@ import ray.exceptions as ray_errors
 from ray import ActorID, TaskID
 
 from raytrace_kit import explain
-from raytrace_kit._reports.error_text import class_of_message, task_id_of
+from raytrace_kit._reports.explain import class_of_message, task_id_of
 
 _OBJECT = "ab" * 28  # an object id: its producing task's 48 hex digits, then its index
 _OOM = (

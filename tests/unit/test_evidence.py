@@ -15,9 +15,8 @@ from pathlib import Path
 import raytrace_kit
 from raytrace_kit import Report
 from raytrace_kit._output import submissions
-from raytrace_kit._reports.finding import Finding
-from raytrace_kit._reports.merge import cluster_report
-from raytrace_kit._reports.partial import NodeReport
+from raytrace_kit._reports.cluster import NodeReport, cluster_report
+from raytrace_kit._reports.run import Finding
 from tests.helpers import KNOWN_START
 from tests.unit.test_merge import NODES, _ask, _Process, _task, _without_source
 

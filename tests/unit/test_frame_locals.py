@@ -6,7 +6,7 @@ from typing import Any
 
 from raytrace_kit._output.locals import frames_locals
 from raytrace_kit._output.tracebacks import user_traceback
-from raytrace_kit._reports.frame_locals import traceback_with_locals
+from raytrace_kit._reports.explain import traceback_with_locals
 
 TRACEBACK = """\
 Traceback (most recent call last):

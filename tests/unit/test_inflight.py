@@ -13,7 +13,7 @@ from pathlib import Path
 
 from raytrace_kit._output import encode, submissions
 from raytrace_kit._process import ProcessIdentity
-from raytrace_kit._reports.inflight import in_flight, started_or_ended
+from raytrace_kit._reports.stuck import in_flight, started_or_ended
 
 NODE = "ab" * 28
 

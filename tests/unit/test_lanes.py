@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import raytrace_kit
-from raytrace_kit._reports.lanes import MARKS, POINTS
+from raytrace_kit._reports.run import MARKS, POINTS
 from tests import helpers
 from tests.helpers import KNOWN_START, shapes
 

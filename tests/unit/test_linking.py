@@ -1,4 +1,4 @@
-"""Which recorded call an error came from (``_reports.linking``), on files written here.
+"""Which recorded call an error came from (``_reports.explain.linking``), on files written here.
 
 Errors are Ray's own, made by Ray's exception classes (no cluster needed for that); the
 calls are written by the kit's own encoder and writer into a temporary session.
@@ -22,9 +22,8 @@ from ray.core.generated.common_pb2 import ActorDiedErrorContext
 from ray.exceptions import ActorDiedError, RayTaskError
 
 import raytrace_kit
-from raytrace_kit._reports import linking
-from raytrace_kit._reports.calls import Call
-from raytrace_kit._reports.session import Session
+from raytrace_kit._reports.explain import linking
+from raytrace_kit._reports.reading import Call, Session
 from tests.helpers import EventFile
 
 RECORDED = Path(__file__).parent.parent / "data" / "ray_logs_oom" / "gcs_server.out"

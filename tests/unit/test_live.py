@@ -12,9 +12,7 @@ import os
 from pathlib import Path
 
 from raytrace_kit._output import submissions
-from raytrace_kit._reports.cursor import Cursor
-from raytrace_kit._reports.live import LiveTally
-from raytrace_kit._reports.top import merge
+from raytrace_kit._reports.live import Cursor, LiveTally, merge
 from tests.helpers import KNOWN_START, EventFile
 
 NODE_A, NODE_B = "aa" * 28, "bb" * 28

@@ -23,9 +23,8 @@ from raytrace_kit._output import encode, paths, submissions
 from raytrace_kit._output.samples import SamplesFile
 from raytrace_kit._output.writer import EventWriter
 from raytrace_kit._process import ProcessIdentity
-from raytrace_kit._reports.merge import cluster_report
-from raytrace_kit._reports.packing import pack_floats, pack_ints, unpack_floats, unpack_ints
-from raytrace_kit._reports.partial import NodeReport
+from raytrace_kit._reports.cluster import NodeReport, cluster_report
+from raytrace_kit._reports.run import pack_floats, pack_ints, unpack_floats, unpack_ints
 from tests.helpers import KNOWN_START
 
 NODES = ["1a" * 28, "2b" * 28, "3c" * 28]

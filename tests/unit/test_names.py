@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raytrace_kit._reports.names import CallNames
+from raytrace_kit._reports.run import CallNames
 
 FUNCTIONS = ["jobs.a", "jobs.b", "pkg.Actor.method"]
 

@@ -17,10 +17,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raytrace_kit._reports import parallel
-from raytrace_kit._reports.calls import Piece, chunks
-from raytrace_kit._reports.report import report
-from raytrace_kit._reports.session import open_session
+from raytrace_kit._reports.cluster import parallel
+from raytrace_kit._reports.reading import Piece, chunks, open_session
+from raytrace_kit._reports.run import report
 from tests.helpers import KNOWN_START
 from tests.unit.test_merge import _Process, _task
 
@@ -89,7 +88,7 @@ class TestTwoReaders:
         assert cut is not None
         assert any(isinstance(f, Piece) for share in cut for group in share for f in group)
         one = report(tmp_path)
-        two = parallel.report(tmp_path, processes=2)
+        two = parallel.report_in_parallel(tmp_path, processes=2)
         assert one.overview["calls"] == 308
         assert _json(two.to_dict()) == _json(one.to_dict())
 
@@ -97,7 +96,7 @@ class TestTwoReaders:
         _write_run(tmp_path)
         since, until = "2025-06-02T12:00:02+00:00", "2025-06-02T12:00:12.5+00:00"
         one = report(tmp_path, since=since, until=until)
-        two = parallel.report(tmp_path, since=since, until=until, processes=2)
+        two = parallel.report_in_parallel(tmp_path, since=since, until=until, processes=2)
         assert 0 < one.overview["calls"] < 308
         assert _json(two.to_dict()) == _json(one.to_dict())
 

@@ -12,9 +12,8 @@ import pytest
 
 import raytrace_kit
 from raytrace_kit._output import submissions
-from raytrace_kit._reports import header
-from raytrace_kit._reports.report import FORCE_CANCELLED
-from raytrace_kit._reports.session import open_session
+from raytrace_kit._reports.reading import header, open_session
+from raytrace_kit._reports.run import FORCE_CANCELLED
 from tests.helpers import KNOWN_START, MANY_PARENTS_ROUND, EventFile, write_many_parents
 from tests.otel_runs import ORIGIN, Process, task_of
 from tests.unit.test_otel_export import dead_pid

@@ -1,4 +1,4 @@
-"""What runs on this machine (``_reports.running``): a driver's script, never its arguments."""
+"""What runs on this machine (``reading/running.py``): a driver's script, never its arguments."""
 
 from __future__ import annotations
 
@@ -10,8 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raytrace_kit._reports import running
-from raytrace_kit._reports.running import RayNode, script_from_argv, shown_script
+from raytrace_kit._reports.reading import (
+    Cluster,
+    RayNode,
+    clusters,
+    driver_logs,
+    script_from_argv,
+    script_of,
+    shown_script,
+)
 
 ARGV = [
     (["/venv/bin/python", "pipeline.py", "--token", "s3cret"], "pipeline.py"),
@@ -78,10 +85,10 @@ def test_shown_script(script: str, shown: str) -> None:
 
 def test_this_process_is_seen_and_a_reused_pid_is_not() -> None:
     """A driver's script while it runs; a process younger than the driver is not it."""
-    assert running.script_of(os.getpid(), time.time()) == script_from_argv(
+    assert script_of(os.getpid(), time.time()) == script_from_argv(
         Path("/proc/self/cmdline").read_bytes().decode().split("\0")[:-1]
     )
-    assert running.script_of(os.getpid(), time.time() - 3600) is None  # started since
+    assert script_of(os.getpid(), time.time() - 3600) is None  # started since
 
 
 def test_clusters_group_the_nodes_by_address() -> None:
@@ -93,9 +100,9 @@ def test_clusters_group_the_nodes_by_address() -> None:
         RayNode(12, "raylet", one, "10.0.0.1:6379", "bb"),
         RayNode(20, "raylet", two, "10.0.0.1:6380", "cc"),
     ]
-    assert running.clusters(processes) == [
-        running.Cluster("10.0.0.1:6379", one, 2),
-        running.Cluster("10.0.0.1:6380", two, 1),
+    assert clusters(processes) == [
+        Cluster("10.0.0.1:6379", one, 2),
+        Cluster("10.0.0.1:6380", two, 1),
     ]
 
 
@@ -106,7 +113,7 @@ def test_a_drivers_log_names_its_pid_and_when_it_connected(tmp_path: Path) -> No
         "[2026-11-25 11:38:00,037 I 4242 4242] core_worker_process.cc:872: Constructing\n"
     )
     (tmp_path / "python-core-worker-abc_17.log").write_text("")
-    ((job, pid, connected),) = running.driver_logs(tmp_path)
+    ((job, pid, connected),) = driver_logs(tmp_path)
     assert (job, pid) == ("02000000", 4242)
     assert connected is not None
     assert time.localtime(connected)[:6] == (2026, 11, 25, 11, 38, 0)

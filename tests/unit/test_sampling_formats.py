@@ -13,15 +13,18 @@ from typing import Any
 import pytest
 
 from raytrace_kit._output.samples import SamplesFile
-from raytrace_kit._reports import profile_formats
-from raytrace_kit._reports.live_samples import LiveSamples, hot_lines, merge_hot_lines
-from raytrace_kit._reports.sample_calls import recent, straggler_lines
-from raytrace_kit._reports.samples import (
+from raytrace_kit._reports.live import LiveSamples, hot_lines, merge_hot_lines
+from raytrace_kit._reports.profiles import (
     Frame,
     SampleRow,
+    collapsed,
     hottest_lines,
+    pprof,
     read_samples,
+    recent,
     select,
+    speedscope,
+    straggler_lines,
 )
 
 
@@ -120,7 +123,7 @@ class TestFormats:
 
     def test_speedscope_is_sampled_profiles_with_shared_frames(self) -> None:
         """One sampled profile per process and thread; leaf frames weigh their seconds."""
-        made = json.loads(json.dumps(profile_formats.speedscope(_rows())))
+        made = json.loads(json.dumps(speedscope(_rows())))
         assert made["$schema"] == "https://www.speedscope.app/file-format-schema.json"
         frames = made["shared"]["frames"]
         profiles = {p["name"]: p for p in made["profiles"]}
@@ -133,13 +136,13 @@ class TestFormats:
 
     def test_collapsed_is_one_line_per_stack(self) -> None:
         """``outer;inner count``, outermost first, frames named ``name (file:line)``."""
-        lines = profile_formats.collapsed(_rows()).splitlines()
+        lines = collapsed(_rows()).splitlines()
         assert "main_loop (/ray/worker.py:10);crunch (/app/model.py:41) 90" in lines
         assert "main_loop (/ray/worker.py:10) 50" in lines
 
     def test_pprof_decodes_to_the_same_samples(self) -> None:
         """Gzipped profile.proto: leaf-first locations, counts, labels, a string table."""
-        profile = decode_pprof(gzip.decompress(profile_formats.pprof(_rows())))
+        profile = decode_pprof(gzip.decompress(pprof(_rows())))
         assert profile["strings"][0] == ""
         assert profile["sample_types"] == [("samples", "count"), ("cpu", "nanoseconds")]
         by_leaf = {
@@ -316,9 +319,12 @@ class TestNamesAndPlaces:
 
     def test_a_call_just_begun_has_not_stopped_moving(self) -> None:
         """``unmoved``: 90% of the samples at one place, running 5 s or more, no loop held."""
-        from raytrace_kit._reports.stuck import UNMOVED_S, StuckReport  # noqa: PLC0415
-        from raytrace_kit._reports.stuck_render import headline  # noqa: PLC0415
-        from raytrace_kit._reports.waitfor import Flight  # noqa: PLC0415
+        from raytrace_kit._reports.stuck import (  # noqa: PLC0415
+            UNMOVED_S,
+            Flight,
+            StuckReport,
+            headline,
+        )
 
         def flight(call_id: str, age_s: float) -> Flight:
             return Flight("running", call_id, "m.crunch", "task", "t" + call_id, call_id,

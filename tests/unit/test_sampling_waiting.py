@@ -17,7 +17,7 @@ from raytrace_kit import InvalidOptionError
 from raytrace_kit._options import DebugOptions
 from raytrace_kit._output.context import ActiveCall
 from raytrace_kit._output.samples import SamplesFile
-from raytrace_kit._reports.samples import read_samples
+from raytrace_kit._reports.profiles import read_samples
 from raytrace_kit._worker import state as worker_state
 from raytrace_kit._worker.sampler import Sampler
 from raytrace_kit._worker.waiting import is_waiting

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from raytrace_kit._reports.store_refs import Group, HeldView, findings, group, sites_of
+from raytrace_kit._reports.run import Group, HeldView, group, held_findings, sites_of
 
 TASK = "ab" * 24
 MIB = 2**20
@@ -49,7 +49,7 @@ class TestFinding:
         held = [
             _line(95 * MIB, 100 * MIB, 0, [Group("a.py:9", "app.f", "local ref", 19, 95 * MIB)])
         ]
-        (made,) = findings(held)
+        (made,) = held_findings(held)
         assert made.kind == "refs_hold_store"
         assert "a.py:9" in made.title
         assert "95 MiB" in made.title
@@ -60,7 +60,7 @@ class TestFinding:
         held = [
             _line(50 * MIB, 100 * MIB, 0, [Group("a.py:9", "app.f", "local ref", 10, 50 * MIB)])
         ]
-        assert findings(held) == []
+        assert held_findings(held) == []
 
     def test_put_gets_the_put_fix(self) -> None:
         """Objects of a ray.put line are told to be put once."""
@@ -69,7 +69,7 @@ class TestFinding:
                 10 * MIB, 100 * MIB, 5 * MIB, [Group("a.py:3", "ray.put", "local ref", 9, 10 * MIB)]
             )
         ]
-        (made,) = findings(held)
+        (made,) = held_findings(held)
         assert "`ray.put` a value once" in made.fix
 
     def test_view_text_names_lines(self) -> None:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytrace_kit._output.schema import Call
-from raytrace_kit._reports.timeline import _trace
+from raytrace_kit._reports.timeline.trace import _trace
 
 START = 1_750_000_000.0  # any time: the stamps are written from it
 

@@ -21,8 +21,8 @@ from raytrace_kit._html import card
 from raytrace_kit._html import table as html_table
 from raytrace_kit._options import ProfileKind, validate_profile_options
 from raytrace_kit._output import paths, writer
-from raytrace_kit._reports.events import read_events
-from raytrace_kit._reports.profile_summary import ProfileSummary, profile_summary
+from raytrace_kit._reports.profiles import ProfileSummary, profile_summary
+from raytrace_kit._reports.reading import read_events
 from raytrace_kit._worker import profilers
 from raytrace_kit.exceptions import InvalidValueError, ProfileNotFoundError
 

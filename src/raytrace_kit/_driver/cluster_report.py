@@ -1,10 +1,10 @@
 """``report()``: the report of a run's files, or of a running cluster's, computed on its nodes.
 
 Without ``address`` this is the report of the files (no Ray needed), read in one pass or,
-for a large session, by two processes and merged (``_reports/parallel.py``): the same report.
-With it, each node's reader (``readers.py``) tallies that node's files where they are
-and only what merges travels (``_reports/partial.py``, ``_reports/merge.py``): the same
-report as ``collect()`` then ``report()``, without copying the event files.
+for a large session, by two processes and merged (``_reports/cluster/parallel.py``): the
+same report. With it, each node's reader (``readers.py``) tallies that node's files where
+they are and only what merges travels (``_reports/cluster/partial.py``, ``merge.py``): the
+same report as ``collect()`` then ``report()``, without copying the event files.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import contextlib
 import os
 from typing import TYPE_CHECKING
 
-from raytrace_kit._reports import parallel
-from raytrace_kit._reports.session import Session, flush_own, instant
+from raytrace_kit._reports.cluster import report_in_parallel
+from raytrace_kit._reports.reading import Session, flush_own, instant
 from raytrace_kit.exceptions import InvalidValueError, UsageError
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from raytrace_kit._reports.report import Report
+    from raytrace_kit._reports.run import Report
 
 __all__ = ["report"]
 
@@ -56,7 +56,7 @@ def report(
         UsageError: Both ``source`` and ``address`` are given.
     """
     if address is None:  # one pass, or two processes for a large session: the same report
-        return parallel.report(source, since=since, until=until)
+        return report_in_parallel(source, since=since, until=until)
     if source is not None:
         msg = (
             "report(source, address=...): give one. A source is a run's files on this "
@@ -72,7 +72,7 @@ def report(
     from raytrace_kit._driver import readers  # noqa: PLC0415
     from raytrace_kit._driver.attach import attached  # noqa: PLC0415
     from raytrace_kit._output import writer  # noqa: PLC0415
-    from raytrace_kit._reports.merge import cluster_report  # noqa: PLC0415
+    from raytrace_kit._reports.cluster import cluster_report  # noqa: PLC0415
 
     flush_own()  # this driver's submission records: in its file before its node reads it
     with contextlib.ExitStack() as stack:

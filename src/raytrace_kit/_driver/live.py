@@ -3,7 +3,7 @@
 Each refresh asks every node's reader (``readers.py``) for what is new in its files
 since the last refresh; the reader keeps its offsets and aggregates between refreshes,
 so a refresh reads only the bytes written since, and only aggregates travel
-(``_reports/live.py``, merged by ``_reports/top.py``). ``tail`` ships the new lines
+(``_reports/live/aggregates.py``, merged by ``_reports/live/top.py``). ``tail`` ships the new lines
 themselves (filtered on the node) and prints them in order of time, each process's in
 the order it wrote them.
 
@@ -30,8 +30,8 @@ import ray
 from raytrace_kit._driver import readers
 from raytrace_kit._driver.attach import attached
 from raytrace_kit._output.lines import readable
-from raytrace_kit._reports.session import flush_own
-from raytrace_kit._reports.top import TopView, merge, renderable
+from raytrace_kit._reports.live import TopView, merge, renderable
+from raytrace_kit._reports.reading import flush_own
 from raytrace_kit.exceptions import InvalidValueError, UsageError
 
 __all__ = ["Watch", "connected", "tail", "top"]

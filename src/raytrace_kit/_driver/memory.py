@@ -22,7 +22,7 @@ import ray
 from raytrace_kit import _process, _ray_compat, _registry
 from raytrace_kit._driver.stuck import ask_each_node
 from raytrace_kit._output import paths, submissions
-from raytrace_kit._reports.store_refs import HeldView, group, sites_of
+from raytrace_kit._reports.run import HeldView, group, sites_of
 from raytrace_kit._worker import held, stack_server
 
 __all__ = ["memory"]

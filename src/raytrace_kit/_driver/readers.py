@@ -28,11 +28,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from raytrace_kit import _ray_compat, _registry
 from raytrace_kit._driver.collect import _same_directory, unanswered
 from raytrace_kit._output import paths
-from raytrace_kit._reports.cursor import RECORD_FILE, Cursor
-from raytrace_kit._reports.frame_words import user_where
-from raytrace_kit._reports.live import LiveTally
-from raytrace_kit._reports.live_samples import LiveSamples
-from raytrace_kit._reports.partial import NodeReport
+from raytrace_kit._reports.cluster import NodeReport
+from raytrace_kit._reports.live import RECORD_FILE, Cursor, LiveSamples, LiveTally
+from raytrace_kit._reports.stuck import user_where
 from raytrace_kit._worker import stack_server
 from raytrace_kit.exceptions import RaytraceKitError
 
@@ -65,7 +63,7 @@ class NodeReader:
         """This node's id and the directory its reader reads."""
         return {"node_id": self.node_id, "root": str(self.root)}
 
-    # --- a report: three questions (_reports/partial.py) ---
+    # --- a report: three questions (_reports/cluster/partial.py) ---
 
     def prepare(self) -> dict[str, Any]:
         self.report = NodeReport([self.root], paths.session_dir() / "logs")

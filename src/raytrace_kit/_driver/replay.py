@@ -20,7 +20,7 @@ from raytrace_kit.exceptions import EventsNotFoundError, InvalidValueError, Repl
 
 if TYPE_CHECKING:
     from raytrace_kit._output.schema import Call
-    from raytrace_kit._reports.session import Session
+    from raytrace_kit._reports.reading import Session
 
 __all__ = ["find_call", "kept_file", "main", "replay", "run_in_child"]
 
@@ -85,7 +85,7 @@ def find_call(ident: str, source: str | os.PathLike[str] | Session | None = None
         InvalidValueError: Calls of several tasks match.
         ReplayError: It did not fail (it succeeded, or never ended).
     """
-    from raytrace_kit._reports.session import Session, open_session  # noqa: PLC0415
+    from raytrace_kit._reports.reading import Session, open_session  # noqa: PLC0415
 
     session = source if isinstance(source, Session) else open_session(source)
     found = [c for c in session.calls() if _named(c, ident)]

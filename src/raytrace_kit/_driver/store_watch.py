@@ -3,7 +3,7 @@
 A thread of the driver (started with its record, under ``raytrace-kit run`` or
 ``instrument()``) reads the driver's reference table every :data:`LOOK_S` (or less often
 when a look is costly: never more than 1% of one core). When the objects its refs keep
-alive reach :data:`~raytrace_kit._reports.store_refs.FULL` of the object store's capacity,
+alive reach :data:`~raytrace_kit._reports.run.store_refs.FULL` of the object store's capacity,
 or some of them were spilled to disk, and more than at the last record, it writes one
 ``store.held`` record to the driver's file: the bytes held, the capacity, and the objects
 grouped by the line of code that made them (joined here with this process's
@@ -22,7 +22,7 @@ import ray
 from raytrace_kit import _process, _registry
 from raytrace_kit._driver import record
 from raytrace_kit._output import encode, paths, submissions
-from raytrace_kit._reports.store_refs import FULL, group, sites_of
+from raytrace_kit._reports.run import FULL, group, sites_of
 from raytrace_kit._worker import held
 
 __all__ = ["GROUPS_KEPT", "LOOK_S", "look", "start"]

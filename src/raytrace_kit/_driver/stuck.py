@@ -25,9 +25,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from raytrace_kit import _process, _ray_compat, _registry
 from raytrace_kit._driver.collect import unanswered
 from raytrace_kit._output import paths, submissions
-from raytrace_kit._reports.inflight import in_flight, started_or_ended
-from raytrace_kit._reports.sample_calls import recent
-from raytrace_kit._reports.stuck import StuckReport, build
+from raytrace_kit._reports.profiles import recent
+from raytrace_kit._reports.stuck import StuckReport, build, in_flight, started_or_ended
 from raytrace_kit._worker import stack_server
 from raytrace_kit._worker.snapshot import snapshot
 from raytrace_kit.exceptions import UsageError

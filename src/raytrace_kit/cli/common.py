@@ -82,9 +82,11 @@ def session(
     Raises:
         NoEventsError: It holds none.
     """
-    from raytrace_kit._reports import header  # noqa: PLC0415 -- not for --help
-    from raytrace_kit._reports.session import open_session  # noqa: PLC0415
-    from raytrace_kit._reports.sessions import choose_latest  # noqa: PLC0415
+    from raytrace_kit._reports.reading import (  # noqa: PLC0415 -- not for --help
+        choose_latest,
+        open_session,
+        session_line,
+    )
 
     choice = None
     if arguments.source == "latest":
@@ -101,7 +103,7 @@ def session(
     if later is not None and arguments.since is None and arguments.until is None:
         later.append((opened, choice))
     else:
-        say(arguments, lambda: header.session_line(opened, choice))
+        say(arguments, lambda: session_line(opened, choice))
     return opened
 
 
@@ -111,15 +113,15 @@ def _address(arguments: argparse.Namespace) -> tuple[str, str]:
     Raises:
         CommandExit: Several clusters run here and ``--address auto`` would pick one.
     """
-    from raytrace_kit._reports import header, running  # noqa: PLC0415
+    from raytrace_kit._reports.reading import cluster_listing, clusters, ray_processes  # noqa: PLC0415
 
     address, how = arguments.address, "as given"
     if address == "auto" and os.environ.get("RAY_ADDRESS"):  # where ray.init goes then
         how = "chosen by RAY_ADDRESS"
     elif address == "auto":
-        found = running.clusters(running.ray_processes() or [])
+        found = clusters(ray_processes() or [])
         if len(found) > 1:
-            listing = "\n".join(header.cluster_listing(found))
+            listing = "\n".join(cluster_listing(found))
             msg = (
                 f"raytrace-kit {arguments.command}: {len(found)} Ray clusters are running on "
                 "this machine, and --address auto would attach to one of them without saying "
@@ -156,13 +158,16 @@ def _attached(how: str) -> str:
     import ray  # noqa: PLC0415
 
     from raytrace_kit._output import paths  # noqa: PLC0415
-    from raytrace_kit._reports import header, running  # noqa: PLC0415
-    from raytrace_kit._reports.sessions import summarize  # noqa: PLC0415
+    from raytrace_kit._reports.reading import (  # noqa: PLC0415
+        cluster_line,
+        ray_processes,
+        summarize,
+    )
 
     context = ray.get_runtime_context()
     session_dir = paths.session_dir()
     alive = sum(1 for node in ray.nodes() if node.get("Alive"))
     summary = None
     if session_dir.is_dir():  # on this machine: its drivers and their scripts
-        summary = summarize(session_dir, running.ray_processes(), [], not_driver=os.getpid())
-    return header.cluster_line(context.gcs_address, session_dir, alive, how, summary)
+        summary = summarize(session_dir, ray_processes(), [], not_driver=os.getpid())
+    return cluster_line(context.gcs_address, session_dir, alive, how, summary)

@@ -167,17 +167,17 @@ def _rejected(sink: Any) -> None:
 
 def _follow(arguments: argparse.Namespace, read: Any, sink: Any, where: str) -> int:
     """Send spans as calls end until the run ends or Ctrl-C; say each batch on stderr."""
-    from raytrace_kit._reports import running  # noqa: PLC0415
     from raytrace_kit._reports.otel import follow, stream  # noqa: PLC0415
+    from raytrace_kit._reports.reading import ray_processes  # noqa: PLC0415
 
     follower = follow.Follower(read, stream.resources(read, arguments.service_name))
-    counts = stream.Counts()
+    counts = stream.SpanCounts()
     session_dir = read.root if (read.root / "logs").is_dir() else None
 
     def live() -> bool:
         if session_dir is None:
             return True  # not a Ray session: followed until Ctrl-C
-        found = running.ray_processes()
+        found = ray_processes()
         return found is None or any(n.session_dir == session_dir for n in found)
 
     def deliver(spans: list[Any]) -> None:

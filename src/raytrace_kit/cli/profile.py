@@ -46,8 +46,14 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:
 def run(arguments: argparse.Namespace) -> int:
     """Write the samples asked for; 3 when there are none."""
     read = session(arguments)
-    from raytrace_kit._reports import profile_formats  # noqa: PLC0415 -- not for --help
-    from raytrace_kit._reports.samples import hottest_line, read_samples, select  # noqa: PLC0415
+    from raytrace_kit._reports.profiles import (  # noqa: PLC0415 -- not for --help
+        collapsed,
+        hottest_line,
+        pprof,
+        read_samples,
+        select,
+        speedscope,
+    )
 
     files = read.sample_files()
     every = read_samples(files)
@@ -64,11 +70,11 @@ def run(arguments: argparse.Namespace) -> int:
         return EXIT_EMPTY
     out: Path = arguments.output
     if arguments.format == "speedscope":
-        data = json.dumps(profile_formats.speedscope(rows, name=str(read.root))).encode()
+        data = json.dumps(speedscope(rows, name=str(read.root))).encode()
     elif arguments.format == "collapsed":
-        data = profile_formats.collapsed(rows).encode()
+        data = collapsed(rows).encode()
     else:
-        data = profile_formats.pprof(rows)
+        data = pprof(rows)
     to_stdout = str(out) == "-"
     if to_stdout:  # the data is stdout's; what was written is said on stderr
         sys.stdout.flush()
@@ -90,7 +96,7 @@ def run(arguments: argparse.Namespace) -> int:
 
 def _none_said(root: Path, files: list[Path], every: list[Any], arguments: Any) -> str:
     """Why no sample was chosen, and what to give instead."""
-    from raytrace_kit._reports.samples import select  # noqa: PLC0415
+    from raytrace_kit._reports.profiles import select  # noqa: PLC0415
 
     sample = "sample with `raytrace-kit run --sample` or @debuggable(sample=True)"
     if not files or not every:

@@ -59,10 +59,10 @@ def _made(arguments: argparse.Namespace) -> Any:
         later: list[Any] = []
         made = report(session(arguments, later), since=arguments.since, until=arguments.until)
         if later:
-            from raytrace_kit._reports import header  # noqa: PLC0415
+            from raytrace_kit._reports.reading import counted, session_line  # noqa: PLC0415
 
             read, choice = later[0]
-            say(arguments, lambda: header.session_line(read, choice, header.counted(made)))
+            say(arguments, lambda: session_line(read, choice, counted(made)))
         return made
     if arguments.source != "latest":
         raise CommandExit(EXIT_USAGE, "raytrace-kit report: give SOURCE or --address, not both")

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from raytrace_kit._reports.running import KIT_RUN_VALUED  # what follows them is no program
+from raytrace_kit._reports.reading import KIT_RUN_VALUED  # what follows them is no program
 from raytrace_kit.cli.common import EXIT_USAGE
 
 if TYPE_CHECKING:

@@ -25,11 +25,10 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:
 
 def run(arguments: argparse.Namespace) -> int:
     """Print the sessions table (or its JSON); 3 when there is none."""
-    from raytrace_kit._reports import session_table  # noqa: PLC0415
-    from raytrace_kit._reports.sessions import sessions  # noqa: PLC0415
+    from raytrace_kit._reports.reading import sessions, sessions_line  # noqa: PLC0415
 
     listing = sessions()
-    say(arguments, lambda: session_table.sessions_line(listing))
+    say(arguments, lambda: sessions_line(listing))
     if arguments.json:
         print(json.dumps([summary.to_dict() for summary in listing], indent=1))
     elif listing:

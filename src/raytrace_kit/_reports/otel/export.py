@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from raytrace_kit._reports.otel.otlp_http import EXTRA, Http
 from raytrace_kit._reports.otel.otlp_json import JsonFile
 from raytrace_kit._reports.otel.spans import Span
-from raytrace_kit._reports.otel.stream import Counts, session_spans
+from raytrace_kit._reports.otel.stream import SpanCounts, session_spans
 from raytrace_kit.exceptions import InvalidValueError, MissingExtraError
 
 if TYPE_CHECKING:
-    from raytrace_kit._reports.session import Session
+    from raytrace_kit._reports.reading.session import Session
 
 __all__ = [
     "BATCH",
@@ -49,8 +49,8 @@ class Sink(Protocol):
 
 
 def send(
-    spans: Iterable[Span], sink: Sink, batch: int = BATCH, counts: Counts | None = None
-) -> Counts:
+    spans: Iterable[Span], sink: Sink, batch: int = BATCH, counts: SpanCounts | None = None
+) -> SpanCounts:
     """Send ``spans`` to ``sink`` in batches of ``batch``; close it; return what was sent.
 
     Raises:
@@ -59,7 +59,7 @@ def send(
     if batch < 1:
         msg = f"batch size {batch} is not a positive number of spans"
         raise InvalidValueError(msg)
-    counts = counts if counts is not None else Counts()
+    counts = counts if counts is not None else SpanCounts()
     pending: list[Span] = []
     try:
         for span in spans:
@@ -97,16 +97,16 @@ def sdk_module() -> ModuleType:
 
 def to_sink(
     session: Session, sink: Sink, *, service_name: str = "ray", batch: int = BATCH
-) -> Counts:
+) -> SpanCounts:
     """Every span of ``session`` sent to ``sink``; what was sent, and what was left out."""
-    counts = Counts()
+    counts = SpanCounts()
     spans = session_spans(session, service_name=service_name, counts=counts)
     return send(spans, sink, batch, counts)
 
 
 def to_otel(
     session: Session, exporter: Any, *, service_name: str = "ray", batch: int = BATCH
-) -> Counts:
+) -> SpanCounts:
     """Every span of ``session``, handed to an SDK span exporter (see ``Session.to_otel``)."""
     sink = sdk_module().Exporter(exporter)
     return to_sink(session, sink, service_name=service_name, batch=batch)
@@ -118,7 +118,7 @@ def to_json_file(
     *,
     service_name: str = "ray",
     batch: int = BATCH,
-) -> Counts:
+) -> SpanCounts:
     """Every span of ``session`` written to an OTLP JSON file (one request a line)."""
     return to_sink(session, JsonFile(path), service_name=service_name, batch=batch)
 

@@ -18,13 +18,13 @@ from pathlib import Path
 import msgspec
 
 from raytrace_kit._output.schema import Call
-from raytrace_kit._reports.calls import interrupted, join_start
-from raytrace_kit._reports.linking import deaths_of, still_running
+from raytrace_kit._reports.explain.linking import deaths_of, still_running
 from raytrace_kit._reports.otel.spans import Interruption, Resources, Span, nanoseconds
 from raytrace_kit._reports.otel.stream import Logged
 from raytrace_kit._reports.otel.tree import Tree, is_submission
-from raytrace_kit._reports.session import Session
-from raytrace_kit._reports.sessions import EVENT_GLOB
+from raytrace_kit._reports.reading.calls import interrupted, join_start
+from raytrace_kit._reports.reading.session import Session
+from raytrace_kit._reports.reading.session_list import EVENT_GLOB
 
 __all__ = ["GRACE_ROUNDS", "Follower", "follow"]
 

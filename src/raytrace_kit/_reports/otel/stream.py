@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from raytrace_kit._output.schema import Call
-from raytrace_kit._reports.calls import distinct_processes, iter_calls
-from raytrace_kit._reports.columns import first_last_stamps
-from raytrace_kit._reports.linking import deaths_of, still_running
+from raytrace_kit._reports.explain.linking import deaths_of, still_running
 from raytrace_kit._reports.otel.spans import (
     EVENT_LIMIT,
     Interruption,
@@ -33,14 +31,23 @@ from raytrace_kit._reports.otel.spans import (
     nanoseconds,
 )
 from raytrace_kit._reports.otel.tree import Tree, read_tree
+from raytrace_kit._reports.reading.calls import distinct_processes, iter_calls
+from raytrace_kit._reports.reading.columns import first_last_stamps
 
 if TYPE_CHECKING:
-    from raytrace_kit._reports.session import Session
+    from raytrace_kit._reports.reading.session import Session
 
-__all__ = ["Counts", "Logged", "interrupted_spans", "last_heard_ns", "resources", "session_spans"]
+__all__ = [
+    "Logged",
+    "SpanCounts",
+    "interrupted_spans",
+    "last_heard_ns",
+    "resources",
+    "session_spans",
+]
 
 
-class Counts(msgspec.Struct):
+class SpanCounts(msgspec.Struct):
     """What an export sent: spans, traces (roots' first attempts), failures."""
 
     spans: int = 0
@@ -144,7 +151,7 @@ def resources(session: Session, service_name: str) -> Resources:
 
 
 def session_spans(
-    session: Session, *, service_name: str = "ray", counts: Counts | None = None
+    session: Session, *, service_name: str = "ray", counts: SpanCounts | None = None
 ) -> Iterator[Span]:
     """Every span of a session, process by process, the interrupted calls last.
 
@@ -173,7 +180,7 @@ def interrupted_spans(
     tree: Tree,
     made: Resources,
     unended: list[tuple[Call, tuple[list[bytes], int], int]],
-    counts: Counts | None,
+    counts: SpanCounts | None,
 ) -> Iterator[Span]:
     """The spans of calls without an end whose process is gone; the running ones counted.
 

@@ -19,7 +19,6 @@ from pathlib import Path
 import msgspec
 
 from raytrace_kit._output.schema import Call, Submission
-from raytrace_kit._reports.calls import blocks
 from raytrace_kit._reports.otel.spans import (
     Interruption,
     Resources,
@@ -27,6 +26,7 @@ from raytrace_kit._reports.otel.spans import (
     nanoseconds,
     span_of,
 )
+from raytrace_kit._reports.reading.calls import blocks
 
 __all__ = ["Tree", "is_submission", "read_tree"]
 

@@ -1,0 +1,349 @@
+"""The report's pictures, as inline SVG: calls over time, memory over time, durations.
+
+Each picture is drawn from the report's ``charts`` data (bounded aggregates of the same
+pass that made the tables: ``lanes.py``, ``spread.py``), with a title, labelled axes and
+a legend (``svg.py``); every shape a reader may ask about carries a ``<title>`` tooltip.
+No script, no font or file fetched: the page renders offline. Times are seconds from the
+run's start, memory is MiB.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from raytrace_kit._html import element
+from raytrace_kit._reports.run import svg
+from raytrace_kit._reports.run.flame import flame_graph
+from raytrace_kit._reports.run.spread import BINS_PER_DECADE
+from raytrace_kit._reports.run.svg import FAILED, LEAK, LEFT, OK, OTHER, RIGHT, ROW, TOP, WIDTH
+
+__all__ = ["memory", "pictures", "spreads", "task_stream"]
+
+_MIB = 2**20
+
+
+def pictures(charts: dict[str, Any]) -> list[str]:
+    """The pictures the data has something for (each an ``<svg>`` element)."""
+    drawn = [task_stream(charts), memory(charts), spreads(charts), flame_graph(charts)]
+    return [picture for picture in drawn if picture]
+
+
+def task_stream(charts: dict[str, Any]) -> str:
+    """Calls over time, one lane per process, failures and calls without an end marked."""
+    lanes: list[dict[str, Any]] = charts.get("lanes") or []
+    if not lanes:
+        return ""
+    span, x = svg.timeline(charts)
+    rows = []
+    for index, lane in enumerate(lanes):
+        rows.append(_lane(lane, TOP + index * ROW, x))
+    bottom = TOP + len(lanes) * ROW + 4
+    legend = [
+        (svg.bar(OK), "a call (ok)"),
+        (svg.bar(FAILED) + svg.triangle(6, -7), "failed"),
+        (svg.cross(6, 0), "no end: its process died"),
+    ]
+    if any(lane["calls_per_point"] > 1 for lane in lanes):
+        legend.append((svg.bar(OK, 0.4), "many calls: the darker, the busier"))
+    parts = [svg.legend(legend), *rows, svg.time_axis(x, span, bottom)]
+    more = charts.get("lanes_not_drawn") or 0
+    if more:
+        note = f"and {more} more processes, not drawn: the troubled and busiest are"
+        parts.append(svg.text(8, bottom + 46, note, font_style="italic"))
+    return svg.frame(
+        "task-stream", "Calls over time, per process", bottom + 38 + 16 * bool(more), *parts
+    )
+
+
+def _lane(lane: dict[str, Any], y: float, x: Callable[[float], float]) -> str:
+    """One process's row: its name, its calls (or stretches of calls), its marks."""
+    name = f"pid {lane['pid']} · {lane['node'][:8]}" if lane["node"] else f"pid {lane['pid']}"
+    about = (
+        f"pid {lane['pid']} on node {lane['node'] or '?'}: {lane['calls']} calls, "
+        f"{lane['failure_count']} failed, {lane['kill_count']} without an end"
+    )
+    if lane["calls_per_point"] > 1:
+        about += f" (a mark sums up to {lane['calls_per_point']} calls)"
+    height, middle = ROW - 6, y + (ROW - 6) / 2
+    parts = [
+        svg.text(LEFT - 8, middle + 4, name, text_anchor="end", title=about, class_="lane-name"),
+        element(
+            "rect",
+            x=LEFT,
+            y=svg.n(y),
+            width=WIDTH - LEFT - RIGHT,
+            height=height,
+            fill="#7f7f7f",
+            fill_opacity=0.08,
+        ),
+    ]
+    functions = lane.get("functions")
+    previous: float | None = None
+    for index, (end, calls, busy, failed, _) in enumerate(lane["points"]):
+        if functions is not None:  # a point is one call: a bar from its start to its end
+            start, opacity = end - busy, 1.0
+            words = f"{functions[index]}: {busy:.3f} s, {'failed' if failed else 'ok'}"
+            words += f", from {start:.3f} s to {end:.3f} s"
+            kind = "call failed" if failed else "call ok"
+        else:  # a stretch of calls: shaded by the share of it they ran
+            start = previous if previous is not None else end - busy
+            share = busy / (end - start) if end > start else 1.0
+            opacity = min(max(share, 0.15), 1.0)
+            words = f"{calls} calls from {start:.2f} s to {end:.2f} s, {failed} failed, "
+            words += f"busy {min(share, 1.0):.0%} of it"
+            kind = "calls"
+        left = x(start)
+        parts.append(
+            element(
+                "rect",
+                x=svg.n(left),
+                y=svg.n(y + 2),
+                width=svg.n(max(x(end) - left, 1.0)),
+                height=height - 4,
+                fill=FAILED if failed and functions is not None else OK,
+                fill_opacity=opacity,
+                class_=kind,
+                title=words,
+            )
+        )
+        previous = end
+    for at, function, error in lane["failures"]:
+        words = f"{function} failed ({error}) at {at:.3f} s, pid {lane['pid']}"
+        parts.append(svg.triangle(x(at), y - 1, words, class_="mark failure"))
+    for at, function, cause in lane["kills"]:
+        words = f"{function} started at {at:.3f} s in pid {lane['pid']} and has no end: {cause}"
+        parts.append(svg.cross(x(at), middle, words, class_="mark kill"))
+    return element("g", *parts, class_="lane", data_pid=lane["pid"])
+
+
+def memory(charts: dict[str, Any]) -> str:
+    """Each process's RSS at the end of its calls over time; the leaking one highlighted."""
+    lines: list[tuple[dict[str, Any], list[tuple[float, float]]]] = [
+        (lane, [(float(p[0]), p[4] / _MIB) for p in lane["points"] if p[4] is not None])
+        for lane in charts.get("lanes") or []
+    ]
+    lines = [(lane, points) for lane, points in lines if points]
+    if not lines:
+        return ""
+    span, x = svg.timeline(charts)
+    low = min(mib for _, points in lines for _, mib in points)
+    high = max(mib for _, points in lines for _, mib in points)
+    step = svg.round_step(max(high - low, 1.0), 4)
+    # A step of room under the lowest line: a flat process does not hide in the axis.
+    low, high = max(math.ceil(low / step) - 1, 0) * step, math.ceil(high / step) * step
+    high = max(high, low + step)
+    height = 180
+
+    def y(mib: float) -> float:
+        return TOP + height * (high - mib) / (high - low)
+
+    parts = [element("line", x1=LEFT, x2=LEFT, y1=TOP, y2=TOP + height, stroke="#999")]
+    for index in range(round((high - low) / step) + 1):
+        level = low + index * step
+        parts.append(
+            element(
+                "line",
+                x1=LEFT,
+                x2=WIDTH - RIGHT,
+                y1=svg.n(y(level)),
+                y2=svg.n(y(level)),
+                stroke="#7f7f7f",
+                stroke_opacity=0.2,
+            )
+        )
+        parts.append(
+            svg.text(
+                LEFT - 6, y(level), f"{level:g} MiB", text_anchor="end", dominant_baseline="middle"
+            )
+        )
+    label = "RSS at the end of calls (MiB)"
+    middle = TOP + height / 2
+    parts.append(
+        svg.text(90, middle, label, text_anchor="middle", transform=f"rotate(-90 90 {middle})")
+    )
+    lines.sort(key=lambda item: bool(item[0]["leak"]))  # the leaking on top
+    for lane, points in lines:
+        leaking = bool(lane["leak"])
+        words = (
+            f"pid {lane['pid']} on node {lane['node'] or '?'}: {points[0][1]:.0f} MiB at "
+            f"{points[0][0]:.2f} s, {points[-1][1]:.0f} MiB at {points[-1][0]:.2f} s, at most "
+            f"{max(mib for _, mib in points):.0f} MiB" + (f". {lane['leak']}" if leaking else "")
+        )
+        coordinates = " ".join(f"{svg.n(x(t))},{svg.n(y(mib))}" for t, mib in points)
+        parts.append(
+            element(
+                "polyline",
+                points=coordinates,
+                fill="none",
+                stroke=LEAK if leaking else OTHER,
+                stroke_width=3 if leaking else 1.2,
+                stroke_linejoin="round",
+                title=words,
+                class_="memory leak" if leaking else "memory",
+                data_pid=lane["pid"],
+            )
+        )
+        if len(points) == 1 or leaking:  # a lone point shows; a leak's calls show one by one
+            parts.extend(
+                element(
+                    "circle",
+                    cx=svg.n(x(t)),
+                    cy=svg.n(y(mib)),
+                    r=2.5 if leaking else 2,
+                    fill=LEAK if leaking else OTHER,
+                )
+                for t, mib in points
+            )
+    leaks = [lane for lane, _ in lines if lane["leak"]]
+    swatch = element("line", x1=0, x2=12, y1=0, y2=0, stroke=OTHER, stroke_width=1.2)
+    legend = [(swatch, "other processes" if leaks else "a process, one line each")]
+    for lane in leaks:
+        swatch = element("line", x1=0, x2=12, y1=0, y2=0, stroke=LEAK, stroke_width=3)
+        legend.append((swatch, f"pid {lane['pid']}: grows call after call (a leak)"))
+    parts.insert(0, svg.legend(legend))
+    parts.append(svg.time_axis(x, span, TOP + height + 4))
+    return svg.frame("memory", "Memory over time, per process", TOP + height + 44, *parts)
+
+
+def spreads(charts: dict[str, Any]) -> str:
+    """Each function's call durations on a log scale, its stragglers marked and named."""
+    rows: list[dict[str, Any]] = charts.get("spreads") or []
+    if not rows:
+        return ""
+    first: int = min(row["bins"][0][0] for row in rows) // BINS_PER_DECADE
+    last: int = max(row["bins"][-1][0] for row in rows) // BINS_PER_DECADE + 1
+    width = WIDTH - LEFT - RIGHT
+
+    def x(seconds: float) -> float:
+        decades = math.log10(max(seconds, 1e-6))
+        return LEFT + width * (decades - first) / (last - first)
+
+    parts = []
+    for index, row in enumerate(rows):
+        parts.append(_spread(row, TOP + index * ROW, x))
+    bottom = TOP + len(rows) * ROW + 4
+    axis = [element("line", x1=LEFT, x2=WIDTH - RIGHT, y1=bottom, y2=bottom, stroke="#999")]
+    for decade in range(first, last + 1):
+        at = x(10.0**decade)
+        axis.append(
+            element(
+                "line",
+                x1=svg.n(at),
+                x2=svg.n(at),
+                y1=TOP - 4,
+                y2=bottom + 4,
+                stroke="#7f7f7f",
+                stroke_opacity=0.2,
+            )
+        )
+        axis.append(svg.text(at, bottom + 15, svg.duration(10.0**decade), text_anchor="middle"))
+    middle = (LEFT + WIDTH - RIGHT) / 2
+    axis.append(svg.text(middle, bottom + 30, "call duration (log scale)", text_anchor="middle"))
+    box = element("rect", x=0, y=-5, width=12, height=10, fill="none", stroke="currentColor")
+    median = element("line", x1=6, x2=6, y1=-6, y2=6, stroke="currentColor", stroke_width=2.5)
+    legend = [
+        (svg.bar(OK, 0.35), "calls that took that long"),
+        (box, "the middle half"),
+        (median, "median"),
+        (element("circle", cx=6, cy=0, r=4, fill=FAILED), "a straggler"),
+    ]
+    rule = charts.get("straggler_rule")
+    if rule:
+        legend[-1] = (legend[-1][0], f"a straggler: {rule}")
+    parts = [svg.legend(legend), element("g", *axis, class_="axis duration"), *parts]
+    return svg.frame("spread", "How long calls took, per function", bottom + 38, *parts)
+
+
+def _spread(row: dict[str, Any], y: float, x: Callable[[float], float]) -> str:
+    """One function's row: the histogram, the middle half and median, the stragglers."""
+    function, (q1, median, q3) = row["function"], row["quartiles_s"]
+    about = (
+        f"{function}: {row['count']} calls, median {svg.duration(median)}, middle half "
+        f"{svg.duration(q1)} to {svg.duration(q3)}, 95% under {svg.duration(row['p95_s'])}"
+    )
+    middle, height = y + (ROW - 6) / 2, ROW - 6
+    parts = [
+        svg.text(
+            LEFT - 8,
+            middle + 4,
+            svg.short(function),
+            text_anchor="end",
+            title=about,
+            class_="function-name",
+        )
+    ]
+    most = max(calls for _, calls in row["bins"])
+    for k, calls in row["bins"]:
+        low, high = 10 ** (k / BINS_PER_DECADE), 10 ** ((k + 1) / BINS_PER_DECADE)
+        tall = max(height * calls / most, 1.5)
+        words = f"{calls} calls of {function} took {svg.duration(low)} to {svg.duration(high)}"
+        parts.append(
+            element(
+                "rect",
+                x=svg.n(x(low)),
+                y=svg.n(middle - tall / 2),
+                width=svg.n(max(x(high) - x(low) - 0.5, 1.0)),
+                height=svg.n(tall),
+                fill=OK,
+                fill_opacity=0.35,
+                title=words,
+                class_="bin",
+            )
+        )
+    parts.append(
+        element(
+            "rect",
+            x=svg.n(x(q1)),
+            y=svg.n(middle - 5),
+            width=svg.n(max(x(q3) - x(q1), 1)),
+            height=10,
+            fill="none",
+            stroke="currentColor",
+            class_="quartiles",
+            title=about,
+        )
+    )
+    parts.append(
+        element(
+            "line",
+            x1=svg.n(x(median)),
+            x2=svg.n(x(median)),
+            y1=svg.n(middle - 7),
+            y2=svg.n(middle + 7),
+            stroke="currentColor",
+            stroke_width=2.5,
+            class_="median",
+        )
+    )
+    for index, (took, where) in enumerate(row["stragglers"]):
+        words = (
+            f"A straggler of {function}: {took:.2f} s, {took / max(median, 1e-9):.0f}x its "
+            f"median {svg.duration(median)}" + (f" ({where})" if where else "")
+        )
+        parts.append(
+            element(
+                "circle",
+                cx=svg.n(x(took)),
+                cy=svg.n(middle),
+                r=4,
+                fill=FAILED,
+                stroke="white",
+                stroke_width=0.5,
+                title=words,
+                class_="mark straggler",
+            )
+        )
+        if index == 0:
+            parts.append(
+                svg.text(
+                    x(took) - 7,
+                    middle + 4,
+                    f"{took:.2f} s",
+                    text_anchor="end",
+                    fill=FAILED,
+                    font_weight="bold",
+                )
+            )
+    return element("g", *parts, class_="function", data_function=function)
