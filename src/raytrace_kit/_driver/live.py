@@ -3,9 +3,9 @@
 Each refresh asks every node's reader (``readers.py``) for what is new in its files
 since the last refresh; the reader keeps its offsets and aggregates between refreshes,
 so a refresh reads only the bytes written since, and only aggregates travel
-(``_reports/live/aggregates.py``, merged by ``_reports/live/top.py``). ``tail`` ships the new lines
-themselves (filtered on the node) and prints them in order of time, each process's in
-the order it wrote them.
+(``_reports/live/aggregates.py``, merged by ``_reports/live/top_merge.py``). ``tail``
+ships the new lines themselves (filtered on the node) and prints them in order of time,
+each process's in the order it wrote them.
 
 In a terminal the view redraws in place (rich, the alternate screen) until ``q`` or
 Ctrl-C, which restore the terminal; in a notebook it redraws in the cell's output; with

@@ -10,7 +10,8 @@ if TYPE_CHECKING:
     from raytrace_kit._reports.live.aggregates import OLDEST, LiveTally, bin_value
     from raytrace_kit._reports.live.cursor import RECORD_FILE, Cursor
     from raytrace_kit._reports.live.samples import LiveSamples, hot_lines, merge_hot_lines
-    from raytrace_kit._reports.live.top import TopView, merge, renderable
+    from raytrace_kit._reports.live.top import TopView, renderable
+    from raytrace_kit._reports.live.top_merge import merge
 
 __all__ = [
     "OLDEST",
@@ -32,6 +33,7 @@ __getattr__ = lazy_names(
         "aggregates": ("LiveTally", "OLDEST", "bin_value"),
         "cursor": ("Cursor", "RECORD_FILE"),
         "samples": ("LiveSamples", "hot_lines", "merge_hot_lines"),
-        "top": ("TopView", "merge", "renderable"),
+        "top": ("TopView", "renderable"),
+        "top_merge": ("merge",),
     },
 )
