@@ -31,12 +31,13 @@ from raytrace_kit._reports.reading.driver import LONG_WAITS, DriverRecord, Site,
 from raytrace_kit._reports.run.blocked import BlockedLoops
 from raytrace_kit._reports.run.data_ops import DataOps
 from raytrace_kit._reports.run.flights import flights, loops_of
+from raytrace_kit._reports.run.interrupted import RayLogs
 from raytrace_kit._reports.run.lanes import LANES_DRAWN, Lane
 from raytrace_kit._reports.run.names import CallNames
 from raytrace_kit._reports.run.packing import unpack_floats
 from raytrace_kit._reports.run.queues import MAX_LISTED, Queues
 from raytrace_kit._reports.run.rules import SERIAL_MIN_CHILDREN
-from raytrace_kit._reports.run.sections import RayLogs, Report, add_samples, finish
+from raytrace_kit._reports.run.sections import Report, add_samples, finish
 from raytrace_kit._reports.run.tally import Tally
 
 __all__ = ["Ask", "Merged", "cluster_report", "merged"]

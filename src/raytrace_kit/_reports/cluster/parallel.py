@@ -28,6 +28,7 @@ from raytrace_kit._reports.reading.session import Session, instant, open_session
 from raytrace_kit._reports.run import sections as one_pass
 from raytrace_kit._reports.run.blocked import BlockedLoops, each
 from raytrace_kit._reports.run.data_ops import DataOps
+from raytrace_kit._reports.run.interrupted import RayLogs
 from raytrace_kit._reports.run.queues import Queues
 from raytrace_kit._reports.run.tally import Tally
 
@@ -108,7 +109,7 @@ def _in_parallel(
         driver,
         tally.queues,
         tally.queues.results(tally.stuck_status.get),
-        one_pass.RayLogs.here(session.root),
+        RayLogs.here(session.root),
         source=str(session.root),
         files=len(session.files),
         blocked=BlockedLoops.merged(p["blocked"] for p in parts),

@@ -18,10 +18,11 @@ if TYPE_CHECKING:
     from raytrace_kit._reports.run.data_ops import DataOps
     from raytrace_kit._reports.run.finding import Finding
     from raytrace_kit._reports.run.flights import loops_of
+    from raytrace_kit._reports.run.interrupted import FORCE_CANCELLED
     from raytrace_kit._reports.run.lanes import MARKS, POINTS
     from raytrace_kit._reports.run.names import CallNames
     from raytrace_kit._reports.run.packing import pack_floats, pack_ints, unpack_floats, unpack_ints
-    from raytrace_kit._reports.run.sections import FORCE_CANCELLED, Report, report
+    from raytrace_kit._reports.run.sections import Report, report
     from raytrace_kit._reports.run.store_refs import (
         FULL,
         Group,
@@ -76,10 +77,11 @@ __getattr__ = lazy_names(
         "data_ops": ("DataOps",),
         "finding": ("Finding",),
         "flights": ("loops_of",),
+        "interrupted": ("FORCE_CANCELLED",),
         "lanes": ("MARKS", "POINTS"),
         "names": ("CallNames",),
         "packing": ("pack_floats", "pack_ints", "unpack_floats", "unpack_ints"),
-        "sections": ("FORCE_CANCELLED", "Report", "report"),
+        "sections": ("Report", "report"),
         "store_refs": ("FULL", "Group", "HeldView", "group", "held_findings", "sites_of"),
         "sums": ("FailureGroup", "Function", "LaneTotal", "RunSums"),
     },

@@ -13,18 +13,10 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytrace_kit._reports.explain.deaths import (
-    WorkerDeath,
-    death_finding,
-    find_ray_logs,
-    worker_deaths,
-)
-from raytrace_kit._reports.explain.linking import still_running
 from raytrace_kit._reports.profiles.sample_calls import add_straggler_lines
 from raytrace_kit._reports.profiles.samples import SampleRow, add_hot_lines, read_samples
 from raytrace_kit._reports.reading.calls import StartLine, distinct_processes, iter_calls
@@ -38,6 +30,7 @@ from raytrace_kit._reports.run.data_ops import DataOps
 from raytrace_kit._reports.run.driver_waits import driver_findings
 from raytrace_kit._reports.run.finding import Finding
 from raytrace_kit._reports.run.flame import flame_data
+from raytrace_kit._reports.run.interrupted import RayLogs, death_findings
 from raytrace_kit._reports.run.lanes import lanes_data
 from raytrace_kit._reports.run.queues import Queues, has_submissions
 from raytrace_kit._reports.run.rules import (
@@ -54,9 +47,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 __all__ = [
-    "FORCE_CANCELLED",
     "Finding",
-    "RayLogs",
     "Report",
     "add_samples",
     "finish",
@@ -127,14 +118,16 @@ def _slowest(tally: Tally) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         spreads[function] = spread(
             function, durations, math.inf if few else straggler_floor(median), aggregate.slowest
         )
-        rows.append({
-            "function": function,
-            "count": len(durations),
-            "p50_s": median,
-            "p95_s": durations[min(len(durations) - 1, int(0.95 * len(durations)))],
-            "max_s": durations[-1],
-            "total_s": total,
-        })  # fmt: skip
+        rows.append(
+            {
+                "function": function,
+                "count": len(durations),
+                "p50_s": median,
+                "p95_s": durations[min(len(durations) - 1, int(0.95 * len(durations)))],
+                "max_s": durations[-1],
+                "total_s": total,
+            }
+        )
     # Of all calls' time, not of the run's span: calls run side by side (8 workers busy
     # all along are 800% of the span), and a column that tops 100% reads as a bug.
     everything = math.fsum(r["total_s"] for r in rows)
@@ -167,67 +160,6 @@ def _memory(tally: Tally) -> list[dict[str, Any]]:
     ]
     rows.sort(key=lambda r: -(r["max_growth_bytes"] or 0))
     return rows[:10]
-
-
-def _deaths(tally: Tally, ray_logs: RayLogs, killed: set[str]) -> list[Finding]:
-    """Why the processes of calls without an end died, from Ray's records.
-
-    Each row gets ``state`` (``died``, or ``running``: its process is alive) and
-    ``cause``; the dead get findings. ``killed``: the tasks ``ray.cancel(force=True)``
-    ended (their ``call.cancel`` records): asked for, so no finding, and no guess.
-    """
-    if not tally.interrupted_count:
-        return []
-    rows = tally.interrupted
-    logs = ray_logs.path
-    deaths = ray_logs.deaths(row["worker_id"] for row in rows)
-    by_kind: dict[tuple[str, bool], list[dict[str, Any]]] = {}
-    for row in rows:
-        if row["task_id"] in killed:
-            row.update(state="died", cause=FORCE_CANCELLED, exit_type=None, fix=None)
-            continue
-        death = deaths.get(row["worker_id"] or "")
-        if death is not None:  # weighed against the memory its process held
-            death = replace(death, held=row.get("rss_start_bytes"))
-        running = death is None and ray_logs.alive(row)
-        row["state"] = "running" if running else "died"
-        row["cause"] = death.cause if death else ("still running, no end yet" if running else None)
-        row["exit_type"] = death.exit_type if death else None
-        row["fix"] = death.fix if death else None
-        if not running:  # one finding per cause: a small process killed is not a big one
-            key = (death.kind, death.little_memory) if death else ("unknown", False)
-            by_kind.setdefault(key, []).append(row)
-    found = []
-    for (kind, _), group in by_kind.items():
-        functions = ", ".join(sorted({row["function"] for row in group}))
-        title, evidence, fix = death_finding(kind, len(group), functions, group[0], logs)
-        found.append(Finding(title, evidence, fix, f"death_{kind}", functions))
-    return found
-
-
-FORCE_CANCELLED = "was ended by ray.cancel(force=True), which kills the worker running the call"
-
-
-@dataclass
-class RayLogs:
-    """Ray's records of worker deaths, and whether a call's process still lives.
-
-    Read here for files on this machine (:meth:`here`); a cluster's report asks its nodes.
-    """
-
-    path: Path | None
-    deaths: Callable[[Iterable[str]], dict[str, WorkerDeath]]
-    alive: Callable[[dict[str, Any]], bool]
-
-    @classmethod
-    def here(cls, root: Path) -> RayLogs:
-        """The Ray logs in or above ``root``, and this machine's processes."""
-        logs = find_ray_logs(root)
-        return cls(
-            logs,
-            (lambda ids: worker_deaths(logs, ids)) if logs else (lambda ids: {}),
-            lambda row: still_running(row["pid"], row["started"]),
-        )
 
 
 def report(
@@ -268,9 +200,16 @@ def report(
         tally.process(data.calls(iter_calls(files, line, others, data.event)), line)
     flights = queues.results(tally.stuck_status.get)
     made = finish(
-        tally, driver, queues, flights, RayLogs.here(session.root),
-        source=str(session.root), files=len(session.files), blocked=blocked, data=data,
-    )  # fmt: skip
+        tally,
+        driver,
+        queues,
+        flights,
+        RayLogs.here(session.root),
+        source=str(session.root),
+        files=len(session.files),
+        blocked=blocked,
+        data=data,
+    )
     add_samples(made, tally, read_samples(session.sample_files()))  # where it was sampled
     return made
 
@@ -312,10 +251,44 @@ def finish(
     """
     span = seconds(tally.last) - seconds(tally.first) if tally.last else 0.0
     tally.interrupted.sort(key=lambda i: i["started"])
-    deaths = _deaths(tally, ray_logs, queues.killed)
+    died = death_findings(tally, ray_logs, queues.killed)
     running = sum(row.get("state") == "running" for row in tally.interrupted)
     slowest, spreads = _slowest(tally)
-    overview = {
+    overview = _overview(tally, span, running, source=source, files=files)
+    data = data or DataOps()
+    of_driver = driver_findings(driver, tally.waited, flights["called"])
+    return Report(
+        overview=overview,
+        failures=_failures(tally),
+        interrupted=tally.interrupted,
+        slowest=slowest,
+        memory=_memory(tally),
+        findings=_findings(
+            tally,
+            driver,
+            queues,
+            flights,
+            span=span,
+            of_driver=of_driver,
+            died=died,
+            blocked=blocked,
+            data=data,
+        ),
+        charts=_charts(tally, span, spreads),
+        driver=driver.overview() if driver.runs or driver.waits else {},
+        queued=flights["queued"],
+        never_started=flights["never_started"],
+        stuck=flights["stuck"],
+        blocked_loops=blocked.rows(),
+        data_pipeline=data.rows(),
+    )
+
+
+def _overview(
+    tally: Tally, span: float, running: int, *, source: str, files: int
+) -> dict[str, Any]:
+    """The report's first lines: how many calls, failures, nodes, processes, over what span."""
+    return {
         "calls": tally.calls,
         "failed": tally.failed,
         "failed_tasks": len(tally.failed_tasks - tally.recovered),
@@ -329,44 +302,43 @@ def finish(
         "source": source,
         "files": files,
     }
-    data = data or DataOps()
-    of_driver = driver_findings(driver, tally.waited, flights["called"])
+
+
+def _findings(
+    tally: Tally,
+    driver: DriverRecord,
+    queues: Queues,
+    flights: dict[str, Any],
+    *,
+    span: float,
+    of_driver: list[Finding],
+    died: list[Finding],
+    blocked: BlockedLoops,
+    data: DataOps,
+) -> list[Finding]:
+    """Every finding, the driver's first (a loop its record names is not said twice)."""
     said = {finding.subject for finding in of_driver}
-    return Report(
-        overview=overview,
-        failures=_failures(tally),
-        interrupted=tally.interrupted,
-        slowest=slowest,
-        memory=_memory(tally),
-        findings=data_explained(
-            explained(
-                [
-                    *of_driver,
-                    *rules.tiny_tasks(tally),
-                    *rules.stragglers(tally),
-                    *rules.one_at_a_time(tally),
-                    *rules.serializing_actors(
-                        tally, span, flights["actor_queues"], flights["actors_made"]
-                    ),
-                    *tally.leaks,
-                    *deaths,
-                    *rules.other_findings(tally),
-                    *queues.findings(flights, _medians(tally, flights["queued"]), said),
-                    *queues.by_value.findings(),
-                    *blocked.findings(),
-                    *data.findings(),
-                    *store_refs.held_findings(driver.held),
-                ]
-            ),
-            data.udfs(),
+    return data_explained(
+        explained(
+            [
+                *of_driver,
+                *rules.tiny_tasks(tally),
+                *rules.stragglers(tally),
+                *rules.one_at_a_time(tally),
+                *rules.serializing_actors(
+                    tally, span, flights["actor_queues"], flights["actors_made"]
+                ),
+                *tally.leaks,
+                *died,
+                *rules.other_findings(tally),
+                *queues.findings(flights, _medians(tally, flights["queued"]), said),
+                *queues.by_value.findings(),
+                *blocked.findings(),
+                *data.findings(),
+                *store_refs.held_findings(driver.held),
+            ]
         ),
-        charts=_charts(tally, span, spreads),
-        driver=driver.overview() if driver.runs or driver.waits else {},
-        queued=flights["queued"],
-        never_started=flights["never_started"],
-        stuck=flights["stuck"],
-        blocked_loops=blocked.rows(),
-        data_pipeline=data.rows(),
+        data.udfs(),
     )
 
 
@@ -374,8 +346,13 @@ def _charts(tally: Tally, span: float, spreads: list[dict[str, Any]]) -> dict[st
     """What the pictures draw: each process's lane over time, each function's spread."""
     rule = f"at least {STRAGGLER_RATIO:g}x its median and {STRAGGLER_EXCESS_S:g} s over it"
     if not tally.last:
-        return {"span_s": 0.0, "lanes": [], "lanes_not_drawn": 0, "spreads": spreads,
-                "straggler_rule": rule}  # fmt: skip
+        return {
+            "span_s": 0.0,
+            "lanes": [],
+            "lanes_not_drawn": 0,
+            "spreads": spreads,
+            "straggler_rule": rule,
+        }
     gone = "the process is gone; no Ray record says why"
     causes = {row["call_id"]: row.get("cause") or gone for row in tally.interrupted}
     lanes, more = lanes_data(tally.lanes, seconds(tally.first), causes)
