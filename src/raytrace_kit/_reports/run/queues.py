@@ -29,12 +29,10 @@ from raytrace_kit._reports.reading.columns import (
 )
 from raytrace_kit._reports.reading.counts import has_submissions
 from raytrace_kit._reports.run.by_value import ByValue
-from raytrace_kit._reports.run.finding import Finding, loop_title, most_first
 from raytrace_kit._reports.run.flights import LOOP_MIN, behind, flights
 
 __all__ = [
     "MAX_LISTED",
-    "QUEUE_FINDING_S",
     "Queues",
     "has_arg_refs",
     "has_submissions",
@@ -42,9 +40,6 @@ __all__ = [
 
 MAX_LISTED = 1000  # calls never started, stuck calls: enough to act on
 KEEP_TASK_IDS = 4 * MAX_LISTED  # submissions whose task id a report keeps (the first read)
-QUEUE_FINDING_S = 1.0  # a function whose calls wait this long (median) in queue...
-QUEUE_FINDING_RATIO = 2.0  # ...and longer than this many times they run: a finding...
-QUEUE_MIN_CALLS = 5  # ...counting only the wait while their worker idled, over this many
 _STUCK = msgspec.json.Decoder(Stuck).decode
 
 
@@ -137,12 +132,15 @@ class Queues:
                     self.submit_keys.append(hash(task))
                     names, number = self.names, self._number
                     site = record.site
-                    self.submit_names.extend((
-                        names.get(record.function) or number(record.function),
-                        names.get(site) or number(site) if site else -1,
-                        number(record.actor_id)
-                        if record.kind == "actor_method" and record.actor_id else -1,
-                    ))  # fmt: skip
+                    self.submit_names.extend(
+                        (
+                            names.get(record.function) or number(record.function),
+                            names.get(site) or number(site) if site else -1,
+                            number(record.actor_id)
+                            if record.kind == "actor_method" and record.actor_id
+                            else -1,
+                        )
+                    )
                     self.by_driver.append(record.parent_call_id is None)
                     self.with_args.append(has_arg_refs(raw))
             elif b'"event":"call.stuck"' in raw[:120]:
@@ -199,8 +197,9 @@ class Queues:
             return  # another writer's record, of other types: how it runs is not known
         if made.actor_id:
             self.made[made.actor_id] = {
-                "async": made.is_async, "max_concurrency": made.max_concurrency,
-            }  # fmt: skip
+                "async": made.is_async,
+                "max_concurrency": made.max_concurrency,
+            }
 
     def _number(self, name: str) -> int:
         """A name's number (the first name is 0: ``names.get(...) or`` lands here for it)."""
@@ -293,10 +292,7 @@ class Queues:
         started = ~numpy.isnan(begun)
         # Time in queue: each function's, in the order the functions were first started.
         waiting = numpy.where(begun > when, begun - when, 0.0)
-        waits = {
-            names[number]: values
-            for number, values in grouped(numpy, function[started], waiting[started]).items()
-        }
+        waits = _named(names, grouped(numpy, function[started], waiting[started]))
         # Time in queue while the worker that ran the call idled (from its last call's end,
         # or the submission, to the start): the wait no call ahead explains, no start-up
         # either. Not an actor's (its queue is the serializing rule's, behind its calls
@@ -305,89 +301,57 @@ class Queues:
         counted = started & (actor < 0) & ~inputs
         since = numpy.maximum(when, idle)
         idled = numpy.where(begun > since, begun - since, 0.0)
-        backlog = {
-            names[number]: values
-            for number, values in grouped(numpy, function[counted], idled[counted]).items()
-        }
+        backlog = _named(names, grouped(numpy, function[counted], idled[counted]))
         ids = list(self.first_task_ids)  # the n-th is the n-th row's: both first reads
         never = [
-            {"function": names[function[row]], "submitted": float(when[row]),
-             "site": names[site[row]] if site[row] >= 0 else None,
-             "task_id": ids[row] if row < len(ids) else None}
+            {
+                "function": names[function[row]],
+                "submitted": float(when[row]),
+                "site": names[site[row]] if site[row] >= 0 else None,
+                "task_id": ids[row] if row < len(ids) else None,
+            }
             for row in numpy.flatnonzero(~started)[:MAX_LISTED].tolist()
-        ]  # fmt: skip
+        ]
         lined = driver & (site >= 0)
         loops = column_loops(numpy, site[lined], when[lined], ends[lined], names, LOOP_MIN)
         called = column_called(numpy, site[lined], function[lined], names)
-        actors: dict[str, list[float]] = {}
-        for row in numpy.flatnonzero(started & (actor >= 0)).tolist():
-            name = names[actor[row]]
-            actors.setdefault(name, []).append(behind(
-                float(when[row]), float(begun[row]), self.before.get(int(keys[row])),
-                self.ready.get(name),
-            ))  # fmt: skip
-        longest = {name: (len(values), max(values)) for name, values in actors.items()}
+        of_actors = numpy.flatnonzero(started & (actor >= 0)).tolist()
+        longest = self._behind_actors(
+            of_actors, [names[n] for n in actor[of_actors].tolist()], keys, when, begun
+        )
         return flights(
-            waits, never, int((~started).sum()), self.stuck.values(), ended, loops, longest,
-            called=called, made=self.made, backlog=backlog,
-        )  # fmt: skip
+            waits,
+            never,
+            int((~started).sum()),
+            self.stuck.values(),
+            ended,
+            loops,
+            longest,
+            called=called,
+            made=self.made,
+            backlog=backlog,
+        )
 
-    def findings(
-        self, found: dict[str, Any], durations: dict[str, float], said: set[str]
-    ) -> list[Finding]:
-        """The driver's ray.get loops, calls that queued longer than they ran, stuck calls.
+    def _behind_actors(
+        self, rows: list[int], actors: list[str], keys: Any, when: Any, begun: Any
+    ) -> dict[str, tuple[int, float]]:
+        """Each actor's started calls' count, and the longest one waited behind the others.
 
-        ``said``: the subjects of findings made already (the driver's record names its
-        loops by line too: each is said once).
+        ``rows``: the submissions of actor methods that started, ``actors`` their actors'.
         """
-        made = []
-        for loop in found["loops"]:
-            if loop["site"] in said:
-                continue
-            called = most_first(found["called"].get(loop["site"], {}))
-            made.append(Finding(
-                loop_title(loop["site"], loop["calls"], called),
-                f"{loop['serial']} of the {loop['calls']} calls submitted at {loop['site']} "
-                "were each submitted after the one before had ended: the driver waited on "
-                "each before submitting the next, so they ran one at a time",
-                "submit them all first, then ray.get the list: refs = [f.remote(x) for x in "
-                "xs]; ray.get(refs). If each call needs the one before, pass the ObjectRef "
-                "on instead of its value (x = f.remote(x))",
-                "driver_loop", loop["site"], called,
-            ))  # fmt: skip
-        for row in found["queued"]:
-            ran = durations.get(row["function"])
-            idled = found["backlog"].get(row["function"])
-            if ran is None or idled is None or idled["count"] < QUEUE_MIN_CALLS:
-                continue
-            wait = idled["p50_s"]  # no call ahead of it, no worker start-up explains it
-            if wait < QUEUE_FINDING_S or wait < QUEUE_FINDING_RATIO * ran:
-                continue
-            made.append(Finding(
-                f"Calls waited in queue while their workers idled: {row['function']}",
-                f"{idled['count']} calls waited {wait:.2f} s (median; up to "
-                f"{idled['max_s']:.2f} s) after .remote() while the worker that then ran each "
-                f"one sat idle, and ran {ran:.2f} s (median): not behind other calls, not for "
-                "a worker to start, not for their arguments, so for something else the "
-                f"scheduler lacked (the median call waited {row['p50_s']:.2f} s in all)",
-                "check what the calls ask for against what is free (num_cpus, num_gpus, "
-                "memory, custom resources, a placement group's bundles): ask for less, or "
-                "add what is short; while calls wait, raytrace-kit stuck says what each "
-                "pending call waits for",
-                "queued", row["function"],
-            ))  # fmt: skip
-        if found["stuck"]:
-            first = found["stuck"][0]
-            where = f" at {first['where']}" if first["where"] else ""
-            made.append(Finding(
-                f"Calls ran past their stuck_after: {first['function']}"
-                + (f" and {len(found['stuck']) - 1} more" if len(found["stuck"]) > 1 else ""),
-                f"{len(found['stuck'])} call(s) reported themselves stuck; the first, "
-                f"{first['function']} (call {first['call_id']}), was{where} after "
-                f"{first['running_s']:.1f} s ({first['outcome']})"
-                + (f", waiting in {first['waiting_in']}" if first["waiting_in"] else ""),
-                "read each one's stack below (the line it was blocked on); while a job "
-                "hangs, raytrace-kit stuck names what each call waits on and any deadlock",
-                "stuck_calls", first["function"],
-            ))  # fmt: skip
-        return made
+        waited: dict[str, list[float]] = {}
+        for row, name in zip(rows, actors, strict=True):
+            waited.setdefault(name, []).append(
+                behind(
+                    float(when[row]),
+                    float(begun[row]),
+                    self.before.get(int(keys[row])),
+                    self.ready.get(name),
+                )
+            )
+        return {name: (len(values), max(values)) for name, values in waited.items()}
+
+
+def _named(names: list[str], groups: dict[int, Any]) -> dict[str, Any]:
+    """Values grouped by a name's number, keyed by the name itself."""
+    return {names[number]: values for number, values in groups.items()}

@@ -30,6 +30,7 @@ from raytrace_kit._reports.run.data_ops import DataOps
 from raytrace_kit._reports.run.driver_waits import driver_findings
 from raytrace_kit._reports.run.finding import Finding
 from raytrace_kit._reports.run.flame import flame_data
+from raytrace_kit._reports.run.flight_findings import flight_findings
 from raytrace_kit._reports.run.interrupted import RayLogs, death_findings
 from raytrace_kit._reports.run.lanes import lanes_data
 from raytrace_kit._reports.run.queues import Queues, has_submissions
@@ -331,7 +332,7 @@ def _findings(
                 *tally.leaks,
                 *died,
                 *rules.other_findings(tally),
-                *queues.findings(flights, _medians(tally, flights["queued"]), said),
+                *flight_findings(flights, _medians(tally, flights["queued"]), said),
                 *queues.by_value.findings(),
                 *blocked.findings(),
                 *data.findings(),
