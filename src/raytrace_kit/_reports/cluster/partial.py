@@ -14,7 +14,7 @@ answers the caller's questions (``merge.py`` asks them, in turn):
 3. to 5. :meth:`NodeReport.split`, :meth:`NodeReport.join` and :meth:`NodeReport.ends`:
    the submissions, starts and ends whose other half is elsewhere, joined by the node
    their task key falls to, and the driver's calls' ends sent back to where they were
-   submitted (``joins.py``): they travel node to node, never to the caller.
+   submitted (``joins.py``, ``parts.py``): they travel node to node, never to the caller.
 6. :meth:`NodeReport.details`: what the merged tally turned out to need by name: the
    functions of some parents, the lanes the pictures draw, Ray's records of some deaths.
 
@@ -26,7 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raytrace_kit._reports.cluster.joins import NodeQueues, join
+from raytrace_kit._reports.cluster.joins import NodeQueues
+from raytrace_kit._reports.cluster.parts import join
 from raytrace_kit._reports.explain.deaths import find_ray_logs, worker_deaths
 from raytrace_kit._reports.explain.linking import still_running
 from raytrace_kit._reports.profiles.samples import SAMPLES_GLOB, read_samples
@@ -135,7 +136,7 @@ class NodeReport:
         return self._queues.split(offset, parts)
 
     def join(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
-        """Question 4: this node's part of the join (``joins.join``).
+        """Question 4: this node's part of the join (``parts.join``).
 
         ``back`` holds, for each node, the ends of its driver's calls that joined here.
         """
