@@ -139,6 +139,19 @@ def memory(charts: dict[str, Any]) -> str:
     def y(mib: float) -> float:
         return TOP + height * (high - mib) / (high - low)
 
+    parts = _memory_axis(low, high, step, height, y)
+    lines.sort(key=lambda item: bool(item[0]["leak"]))  # the leaking on top
+    for lane, points in lines:
+        parts.extend(_memory_line(lane, points, x, y))
+    parts.insert(0, _memory_legend([lane for lane, _ in lines if lane["leak"]]))
+    parts.append(svg.time_axis(x, span, TOP + height + 4))
+    return svg.frame("memory", "Memory over time, per process", TOP + height + 44, *parts)
+
+
+def _memory_axis(
+    low: float, high: float, step: float, height: float, y: Callable[[float], float]
+) -> list[str]:
+    """The memory axis: its line, a level every ``step`` MiB, its label."""
     parts = [element("line", x1=LEFT, x2=LEFT, y1=TOP, y2=TOP + height, stroke="#999")]
     for index in range(round((high - low) / step) + 1):
         level = low + index * step
@@ -163,48 +176,58 @@ def memory(charts: dict[str, Any]) -> str:
     parts.append(
         svg.text(90, middle, label, text_anchor="middle", transform=f"rotate(-90 90 {middle})")
     )
-    lines.sort(key=lambda item: bool(item[0]["leak"]))  # the leaking on top
-    for lane, points in lines:
-        leaking = bool(lane["leak"])
-        words = (
-            f"pid {lane['pid']} on node {lane['node'] or '?'}: {points[0][1]:.0f} MiB at "
-            f"{points[0][0]:.2f} s, {points[-1][1]:.0f} MiB at {points[-1][0]:.2f} s, at most "
-            f"{max(mib for _, mib in points):.0f} MiB" + (f". {lane['leak']}" if leaking else "")
+    return parts
+
+
+def _memory_line(
+    lane: dict[str, Any],
+    points: list[tuple[float, float]],
+    x: Callable[[float], float],
+    y: Callable[[float], float],
+) -> list[str]:
+    """One process's line (a leak's thick, its calls' points shown), with its tooltip."""
+    leaking = bool(lane["leak"])
+    words = (
+        f"pid {lane['pid']} on node {lane['node'] or '?'}: {points[0][1]:.0f} MiB at "
+        f"{points[0][0]:.2f} s, {points[-1][1]:.0f} MiB at {points[-1][0]:.2f} s, at most "
+        f"{max(mib for _, mib in points):.0f} MiB" + (f". {lane['leak']}" if leaking else "")
+    )
+    coordinates = " ".join(f"{svg.n(x(t))},{svg.n(y(mib))}" for t, mib in points)
+    parts = [
+        element(
+            "polyline",
+            points=coordinates,
+            fill="none",
+            stroke=LEAK if leaking else OTHER,
+            stroke_width=3 if leaking else 1.2,
+            stroke_linejoin="round",
+            title=words,
+            class_="memory leak" if leaking else "memory",
+            data_pid=lane["pid"],
         )
-        coordinates = " ".join(f"{svg.n(x(t))},{svg.n(y(mib))}" for t, mib in points)
-        parts.append(
+    ]
+    if len(points) == 1 or leaking:  # a lone point shows; a leak's calls show one by one
+        parts.extend(
             element(
-                "polyline",
-                points=coordinates,
-                fill="none",
-                stroke=LEAK if leaking else OTHER,
-                stroke_width=3 if leaking else 1.2,
-                stroke_linejoin="round",
-                title=words,
-                class_="memory leak" if leaking else "memory",
-                data_pid=lane["pid"],
+                "circle",
+                cx=svg.n(x(t)),
+                cy=svg.n(y(mib)),
+                r=2.5 if leaking else 2,
+                fill=LEAK if leaking else OTHER,
             )
+            for t, mib in points
         )
-        if len(points) == 1 or leaking:  # a lone point shows; a leak's calls show one by one
-            parts.extend(
-                element(
-                    "circle",
-                    cx=svg.n(x(t)),
-                    cy=svg.n(y(mib)),
-                    r=2.5 if leaking else 2,
-                    fill=LEAK if leaking else OTHER,
-                )
-                for t, mib in points
-            )
-    leaks = [lane for lane, _ in lines if lane["leak"]]
+    return parts
+
+
+def _memory_legend(leaks: list[dict[str, Any]]) -> str:
+    """Other processes' line, and each leaking process's."""
     swatch = element("line", x1=0, x2=12, y1=0, y2=0, stroke=OTHER, stroke_width=1.2)
     legend = [(swatch, "other processes" if leaks else "a process, one line each")]
     for lane in leaks:
         swatch = element("line", x1=0, x2=12, y1=0, y2=0, stroke=LEAK, stroke_width=3)
         legend.append((swatch, f"pid {lane['pid']}: grows call after call (a leak)"))
-    parts.insert(0, svg.legend(legend))
-    parts.append(svg.time_axis(x, span, TOP + height + 4))
-    return svg.frame("memory", "Memory over time, per process", TOP + height + 44, *parts)
+    return svg.legend(legend)
 
 
 def spreads(charts: dict[str, Any]) -> str:
@@ -274,6 +297,18 @@ def _spread(row: dict[str, Any], y: float, x: Callable[[float], float]) -> str:
             class_="function-name",
         )
     ]
+    parts.extend(_bins(row, middle, height, x))
+    parts.extend(_middle_half(row, middle, x, about))
+    parts.extend(_straggler_marks(row, middle, x))
+    return element("g", *parts, class_="function", data_function=function)
+
+
+def _bins(
+    row: dict[str, Any], middle: float, height: float, x: Callable[[float], float]
+) -> list[str]:
+    """The histogram of a function's durations: one bar per bin, as tall as its calls."""
+    function = row["function"]
+    parts = []
     most = max(calls for _, calls in row["bins"])
     for k, calls in row["bins"]:
         low, high = 10 ** (k / BINS_PER_DECADE), 10 ** ((k + 1) / BINS_PER_DECADE)
@@ -292,7 +327,15 @@ def _spread(row: dict[str, Any], y: float, x: Callable[[float], float]) -> str:
                 class_="bin",
             )
         )
-    parts.append(
+    return parts
+
+
+def _middle_half(
+    row: dict[str, Any], middle: float, x: Callable[[float], float], about: str
+) -> list[str]:
+    """The box of the middle half of the durations, and the median's line across it."""
+    q1, median, q3 = row["quartiles_s"]
+    return [
         element(
             "rect",
             x=svg.n(x(q1)),
@@ -303,9 +346,7 @@ def _spread(row: dict[str, Any], y: float, x: Callable[[float], float]) -> str:
             stroke="currentColor",
             class_="quartiles",
             title=about,
-        )
-    )
-    parts.append(
+        ),
         element(
             "line",
             x1=svg.n(x(median)),
@@ -315,8 +356,14 @@ def _spread(row: dict[str, Any], y: float, x: Callable[[float], float]) -> str:
             stroke="currentColor",
             stroke_width=2.5,
             class_="median",
-        )
-    )
+        ),
+    ]
+
+
+def _straggler_marks(row: dict[str, Any], middle: float, x: Callable[[float], float]) -> list[str]:
+    """Each straggler's dot, with its tooltip; the first one's time written beside it."""
+    function, median = row["function"], row["quartiles_s"][1]
+    parts = []
     for index, (took, where) in enumerate(row["stragglers"]):
         words = (
             f"A straggler of {function}: {took:.2f} s, {took / max(median, 1e-9):.0f}x its "
@@ -346,4 +393,4 @@ def _spread(row: dict[str, Any], y: float, x: Callable[[float], float]) -> str:
                     font_weight="bold",
                 )
             )
-    return element("g", *parts, class_="function", data_function=function)
+    return parts
