@@ -24,6 +24,7 @@ __all__ = ["headline", "html_card", "text"]
 
 SHOWN = 40  # calls listed in the table of calls in flight (all are in to_dict())
 _STACK_FRAMES = 8  # a stack shown: its innermost frames
+Part = tuple[str, list[str], list[str]]  # a title, its lines of text, the stacks under them
 
 
 def headline(report: StuckReport) -> str:
@@ -69,10 +70,27 @@ def _sampled(report: StuckReport, flight: Flight) -> str:
     return f"\n     samples: {found['text']}" if found else ""
 
 
-def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
+def parts(report: StuckReport) -> list[Part]:
     """The output's parts: (title, lines of text, stacks shown under them)."""
-    found: list[tuple[str, list[str], list[str]]] = []
-    said: set[str] = set()
+    said: set[str] = set()  # the calls a part named already: the unmoved part skips them
+    found = _deadlocks(report, said)
+    found.extend(_urgent(report, said))
+    unmoved = [f for f in report.unmoved() if f.key not in said]
+    if unmoved:
+        found.append(
+            (
+                "Calls that have not moved (their recent samples at one line, not in ray.get)",
+                [f"{_place(f)}{_sampled(report, f)}" for f in unmoved],
+                [],
+            )
+        )
+    found.extend(_waiting(report))
+    return found
+
+
+def _deadlocks(report: StuckReport, said: set[str]) -> list[Part]:
+    """One part per deadlock: its calls in the cycle's order, and the fix."""
+    found: list[Part] = []
     for number, cycle in enumerate(report.deadlocks, 1):
         lines = [
             f"{index}. {_place(f)}\n     {f.why}{_sampled(report, f)}"
@@ -82,6 +100,12 @@ def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
         lines.append(f"Fix: {DEADLOCK_FIX}.")
         title = f"Deadlock {number}: {len(cycle)} calls wait on each other"
         found.append((title, lines, [stack_text(f.stack, _STACK_FRAMES) for f in cycle if f.stack]))
+    return found
+
+
+def _urgent(report: StuckReport, said: set[str]) -> list[Part]:
+    """The calls no node can run, the stuck ones, the stragglers: alike calls once."""
+    found: list[Part] = []
     for title, which in (
         ("Calls no node can run (infeasible)", "infeasible"),
         ("Stuck calls (running past their stuck_after)", "stuck"),
@@ -100,15 +124,12 @@ def parts(report: StuckReport) -> list[tuple[str, list[str], list[str]]]:
                     [stack_text(f.stack, _STACK_FRAMES) for f, _ in grouped if f.stack],
                 )
             )
-    unmoved = [f for f in report.unmoved() if f.key not in said]
-    if unmoved:
-        found.append(
-            (
-                "Calls that have not moved (their recent samples at one line, not in ray.get)",
-                [f"{_place(f)}{_sampled(report, f)}" for f in unmoved],
-                [],
-            )
-        )
+    return found
+
+
+def _waiting(report: StuckReport) -> list[Part]:
+    """Event loops held by a call, threads waiting on calls, the pending calls by why."""
+    found: list[Part] = []
     if report.held_loops:
         found.append(
             (
