@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from raytrace_kit._reports.cluster.parts import Record, actor_waits, pack_part
+from raytrace_kit._reports.cluster.parts import Record, pack_part, packed_waits
 from raytrace_kit._reports.cluster.times import (
     NONE,
     Lines,
@@ -30,7 +30,7 @@ from raytrace_kit._reports.cluster.times import (
 )
 from raytrace_kit._reports.reading.columns import decode_submission
 from raytrace_kit._reports.run.flights import loops_of
-from raytrace_kit._reports.run.packing import pack_floats, task_key, unpack_ints
+from raytrace_kit._reports.run.packing import task_key, unpack_ints
 from raytrace_kit._reports.run.queues import KEEP_TASK_IDS, Queues, has_arg_refs
 
 __all__ = ["KEEP_TASK_IDS", "NodeQueues"]
@@ -163,10 +163,7 @@ class NodeQueues(Queues):
                 self.waiting[index] = (site, when)
         return {
             "count": len(self.records) + len(self.joined_here),
-            "waits": {function: pack_floats(values) for function, values in waits.items()},
-            "backlog": {function: pack_floats(values) for function, values in idled.items()},
-            "first": first,
-            "actors": actor_waits(actors),
+            **packed_waits(waits, idled, first, actors),
             "sites": sites,
             "called": called,
             "stuck": list(self.stuck.values()),

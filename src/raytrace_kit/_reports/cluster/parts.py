@@ -20,7 +20,7 @@ from raytrace_kit._reports.run.packing import (
 )
 from raytrace_kit._reports.run.queues import MAX_LISTED
 
-__all__ = ["Record", "actor_waits", "join", "pack_part"]
+__all__ = ["Record", "join", "pack_part", "packed_waits"]
 
 
 # A submission: (submitted, function, site, task id (the first few), index, actor, by driver,
@@ -35,6 +35,25 @@ def actor_waits(waits: Iterable[tuple[str, float]]) -> dict[str, tuple[int, floa
         count, longest = found.get(actor, (0, 0.0))
         found[actor] = (count + 1, max(longest, wait))
     return found
+
+
+def packed_waits(
+    waits: dict[str, list[float]],
+    backlog: dict[str, list[float]],
+    first: dict[str, int],
+    actors: Iterable[tuple[str, float]],
+) -> dict[str, Any]:
+    """What a join answers: each function's waits (packed), its first joined submission...
+
+    ...and each actor's waits' count and longest (``backlog``: the waits while the
+    worker that ran the call idled).
+    """
+    return {
+        "waits": {name: pack_floats(values) for name, values in waits.items()},
+        "backlog": {name: pack_floats(values) for name, values in backlog.items()},
+        "first": first,
+        "actors": actor_waits(actors),
+    }
 
 
 def pack_part(
@@ -198,10 +217,7 @@ def join(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[bytes,
             ends.append(end)
         back.append((pack_ints(indexes), pack_ints(ends)))
     return {
-        "waits": {name: pack_floats(values) for name, values in waits.items()},
-        "backlog": {name: pack_floats(values) for name, values in backlog.items()},
-        "first": first,
-        "actors": actor_waits(actors),
+        **packed_waits(waits, backlog, first, actors),
         "never": never,
         "never_count": count,
     }, back
