@@ -183,7 +183,7 @@ class TestFindings:
     def test_failing_batches_and_a_skewed_batch(self, temp: Path) -> None:
         done = _run(temp, "uneven")
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == "80"  # two blocks of ten let through as errors
+        assert done.stdout.strip() == "170"  # two blocks of ten let through as errors, one x10
         report = _report(temp)
         findings = {f["kind"]: f for f in report["findings"]}
         failing = findings["data_failing"]
@@ -191,6 +191,7 @@ class TestFindings:
         assert "ValueError x2" in failing["title"]
         skew = findings["data_skew"]
         assert skew["title"].startswith("A skewed batch in MapBatches(enrich): one took")
+        assert skew["evidence"].endswith("its block held 10.0x the median batch's rows")
         assert "straggler" not in findings  # the same call, said once
         # One actor task ran every batch of Parse: those after a failed one are no retries.
         assert report["overview"]["retried"] == 0

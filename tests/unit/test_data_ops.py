@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from raytrace_kit._output.schema import Call, DataSizes
 from raytrace_kit._reports.run import (
     BOUND_MIN_P50_S,
@@ -40,8 +42,9 @@ def _batch(operator: str, function: str, n: int, seconds: float, **more: Any) ->
         ended=f"2026-12-01T10:00:{n % 60:02d}.500000+00:00", duration_s=seconds,
         task_id=more.pop("task_id", f"t{n}"), actor_id=more.pop("actor_id", None),
         rss_start_bytes=rss[0], rss_end_bytes=rss[1], operator=operator,
-        data=DataSizes(op=more.pop("op", operator), rows_in=10, bytes_in=80, rows_out=10,
-                       bytes_out=80),
+        data=DataSizes(op=more.pop("op", operator), rows_in=more.pop("rows", 10),
+                       bytes_in=more.pop("bytes", 80), rows_out=10, bytes_out=80),
+        cpu_s=more.pop("cpu", None),
     )  # fmt: skip
 
 
@@ -153,11 +156,29 @@ class TestMemory:
 
 class TestSkewAndFailures:
     def test_one_batch_far_slower_than_the_median(self) -> None:
+        """Its block held ten times the rows: a skewed block, said with the reason."""
         calls = [_batch("MapBatches(e)", "app.e", i, 0.01) for i in range(9)]
-        calls.append(_batch("MapBatches(e)", "app.e", 9, 1.5))
+        calls.append(_batch("MapBatches(e)", "app.e", 9, 1.5, rows=100, bytes=800))
         (found,) = _ops(calls, []).findings()
         assert found.kind == "data_skew"
         assert found.title.startswith("A skewed batch in MapBatches(e): one took 1.50 s")
+        assert found.evidence.endswith("its block held 10.0x the median batch's rows")
+
+    def test_a_batch_that_computed_far_longer(self) -> None:
+        """Rows alike, but its CPU time far beyond the others' time: heavier rows."""
+        calls = [_batch("MapBatches(e)", "app.e", i, 0.01, cpu=0.009) for i in range(9)]
+        calls.append(_batch("MapBatches(e)", "app.e", 9, 1.5, cpu=1.45))
+        (found,) = _ops(calls, []).findings()
+        assert found.evidence.endswith(
+            "it computed for 1.45 s of CPU, 145x the median batch's time"
+        )
+
+    @pytest.mark.parametrize("cpu", [None, 0.01], ids=["cpu unknown", "cpu as the others"])
+    def test_a_batch_that_only_took_longer_is_no_skew(self, cpu: float | None) -> None:
+        """Same rows, same bytes, no more CPU: it waited (a busy machine), its block is even."""
+        calls = [_batch("MapBatches(e)", "app.e", i, 0.01, cpu=0.009) for i in range(9)]
+        calls.append(_batch("MapBatches(e)", "app.e", 9, 1.5, cpu=cpu))
+        assert _ops(calls, []).findings() == []
 
     def test_some_batches_failing_not_all(self) -> None:
         calls = [_batch("MapBatches(p)", "app.p", i, 0.01) for i in range(8)]

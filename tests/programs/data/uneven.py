@@ -1,4 +1,4 @@
-"""One UDF that fails on some batches, one with a batch far slower than the rest.
+"""One UDF that fails on some batches, one with a batch far larger and slower than the rest.
 
 The failing one is a callable class in a pool of one actor: every batch is a call of the
 same actor task, and the batches after a failed one are no retries.
@@ -16,11 +16,13 @@ class Parse:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if batch["id"][0] in (30, 70):  # two blocks of bad rows
             raise ValueError(f"bad row {batch['id'][0]}")
+        if batch["id"][0] == 0:  # one block ten times the others: the skew
+            return {"id": np.repeat(batch["id"], 10)}
         return batch
 
 
 def enrich(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    if batch["id"][0] == 0:  # the one block with the heavy rows
+    if len(batch["id"]) > 50:  # the large block takes far longer than the rest
         time.sleep(1.5)
     return batch
 

@@ -7,11 +7,20 @@ back, batches that grow a worker's memory, a skewed batch, a UDF that fails on s
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from raytrace_kit._reports.run.finding import Called, Finding
 
-__all__ = ["bound", "data_explained", "data_section", "failing", "memory", "skewed"]
+__all__ = [
+    "bound",
+    "data_explained",
+    "data_section",
+    "failing",
+    "heavier_batch",
+    "memory",
+    "skewed",
+]
 
 _MIB = 2**20
 # The bound: most of the pipeline's UDF time, several times the next operator's, in
@@ -28,6 +37,7 @@ GROWTH_MIN_BATCHES = 3
 SKEW_RATIO = 5.0
 SKEW_EXCESS_S = 1.0
 SKEW_MIN_BATCHES = 5
+SKEW_HEAVIER = 2.0  # ...and its block this many times the median batch's rows or bytes
 
 
 def memory(rows: list[dict[str, Any]], grown: dict[str, list[list[int]]]) -> list[Finding]:
@@ -134,22 +144,46 @@ def _upstream(name: str, by_name: dict[str, dict[str, Any]]) -> list[str]:
     return found[::-1]
 
 
-def skewed(rows: list[dict[str, Any]]) -> list[Finding]:
-    """An operator with a batch far slower than its median (a skewed block)."""
+def heavier_batch(op: dict[str, Any]) -> str | None:
+    """Why an operator's slowest batch was heavier than the rest, or None: nothing says so.
+
+    More rows or bytes in its block than the median batch's (``SKEW_HEAVIER`` times), or
+    CPU time far beyond the median batch's time. A batch that only took longer (its
+    process waited for a CPU on a busy machine, a pause, a slow read) is no skewed block.
+    """
+    slowest = op.get("slowest")
+    if not slowest or not op["durations"]:
+        return None
+    _, cpu, rows, size = slowest
+    for value, each, what in ((rows, op["batch_rows"], "rows"), (size, op["batch_bytes"], "bytes")):
+        typical = statistics.median(each) if each else 0
+        if value is not None and typical > 0 and value >= SKEW_HEAVIER * typical:
+            return f"its block held {value / typical:.1f}x the median batch's {what}"
+    p50 = statistics.median(op["durations"])
+    if cpu is not None and cpu >= SKEW_RATIO * p50 and cpu - p50 >= SKEW_EXCESS_S / 2:
+        ratio = cpu / max(p50, 1e-6)
+        return f"it computed for {cpu:.2f} s of CPU, {ratio:.0f}x the median batch's time"
+    return None
+
+
+def skewed(rows: list[dict[str, Any]], heavier: dict[str, str | None]) -> list[Finding]:
+    """An operator with a batch far slower than its median, and heavier (a skewed block)."""
     found = []
     for row in rows:
         p50, longest = row["p50_s"], row["max_s"]
+        why = heavier.get(row["operator"])
         if (
             row["batches"] < SKEW_MIN_BATCHES
             or longest < SKEW_RATIO * p50
             or longest - p50 < SKEW_EXCESS_S
+            or why is None
         ):
             continue
         found.append(Finding(
             f"A skewed batch in {row['operator']}: one took {longest:.2f} s, "
             f"{longest / max(p50, 1e-6):.0f}x its median {p50:.3f} s",
             f"{_udf(row)} ran {row['batches']} batches; the slowest held its task that long "
-            "while the others finished: a block with more (or heavier) rows than the rest",
+            f"while the others finished: {why}",
             "even out the blocks: ds.repartition(N) or a smaller batch_size before this "
             "operator; find the batch with raytrace-kit events --function "
             f"{(row['function'] or '').rsplit('.', 1)[-1]} --status ok",

@@ -22,8 +22,8 @@ from typing import Any
 
 import msgspec
 
-from raytrace_kit._output.schema import Call
-from raytrace_kit._reports.run.data_findings import bound, failing, memory, skewed
+from raytrace_kit._output.schema import Call, DataSizes
+from raytrace_kit._reports.run.data_findings import bound, failing, heavier_batch, memory, skewed
 from raytrace_kit._reports.run.finding import Finding
 
 __all__ = ["DataOps"]
@@ -59,6 +59,7 @@ def _operator() -> dict[str, Any]:
         "errors": {}, "durations": [], "rows_in": 0, "rows_out": 0, "bytes_in": 0,
         "bytes_out": 0, "growth": [], "workers": set(), "physical": set(), "inits": 0,
         "rows": 0, "rows_s": 0.0, "grown": [], "sized_out": 0, "called": set(),
+        "batch_rows": [], "batch_bytes": [], "slowest": None,
     }  # fmt: skip
 
 
@@ -125,8 +126,13 @@ class DataOps:
             op["failed"] += 1
             errors = op["errors"]
             errors[call.error_type or "?"] = errors.get(call.error_type or "?", 0) + 1
+        sizes = call.data
         if call.duration_s is not None:
             op["durations"].append(call.duration_s)
+            if op["slowest"] is None or call.duration_s > op["slowest"][0]:
+                cpu = call.process_cpu_s if call.process_cpu_s is not None else call.cpu_s
+                rows, size = (sizes.rows_in, sizes.bytes_in) if sizes is not None else (None, None)
+                op["slowest"] = [call.duration_s, cpu, rows, size]
         if call.actor_id:
             op["workers"].add("actor:" + call.actor_id)
         elif call.task_id:
@@ -134,16 +140,8 @@ class DataOps:
         if call.rss_start_bytes is not None and call.rss_end_bytes is not None:
             op["growth"].append(call.rss_end_bytes - call.rss_start_bytes)
             series.setdefault(call.operator or "", []).append(call.rss_end_bytes)
-        sizes = call.data
         if sizes is not None:
-            if sizes.op:
-                op["physical"].add(sizes.op)
-            for key in ("rows_in", "rows_out", "bytes_in", "bytes_out"):
-                value = getattr(sizes, key)
-                if value is not None:
-                    op[key] += value
-            if sizes.rows_out is not None:
-                op["sized_out"] += 1
+            _take_sizes(op, sizes)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """As plain data, to merge elsewhere (a node's part of a cluster's report)."""
@@ -167,8 +165,13 @@ class DataOps:
                 for key in ("batches", "failed", "rows_in", "rows_out", "bytes_in",
                             "bytes_out", "inits", "rows", "rows_s", "sized_out"):  # fmt: skip
                     mine[key] += op[key]
-                for key in ("durations", "growth", "grown"):
+                for key in ("durations", "growth", "grown", "batch_rows", "batch_bytes"):
                     mine[key].extend(op[key])
+                slowest = op["slowest"]
+                if slowest is not None and (
+                    mine["slowest"] is None or slowest[0] > mine["slowest"][0]
+                ):
+                    mine["slowest"] = slowest
                 mine["workers"].update(op["workers"])
                 mine["physical"].update(op["physical"])
                 mine["called"].update(op["called"])
@@ -240,7 +243,24 @@ class DataOps:
         """The bound and what it holds back, memory that grows, a skewed batch, failures."""
         rows = self.rows()
         grown = {name: op["grown"] for name, op in self.operators.items()}
-        return [*bound(rows), *memory(rows, grown), *skewed(rows), *failing(rows)]
+        heavier = {name: heavier_batch(op) for name, op in self.operators.items()}
+        return [*bound(rows), *memory(rows, grown), *skewed(rows, heavier), *failing(rows)]
+
+
+def _take_sizes(op: dict[str, Any], sizes: DataSizes) -> None:
+    """A batch's rows and bytes in and out, and the physical operator that ran it."""
+    if sizes.rows_in is not None:
+        op["batch_rows"].append(sizes.rows_in)
+    if sizes.bytes_in is not None:
+        op["batch_bytes"].append(sizes.bytes_in)
+    if sizes.op:
+        op["physical"].add(sizes.op)
+    for key in ("rows_in", "rows_out", "bytes_in", "bytes_out"):
+        value = getattr(sizes, key)
+        if value is not None:
+            op[key] += value
+    if sizes.rows_out is not None:
+        op["sized_out"] += 1
 
 
 def _busy(op: dict[str, Any]) -> float:
