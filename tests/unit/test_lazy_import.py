@@ -73,16 +73,7 @@ def test_a_ray_data_worker_loads_only_what_runs_a_batch(tmp_path: Path) -> None:
         "assert not loaded, loaded\n"
         "assert 'raytrace_kit._driver.program' in sys.modules  # the worker's hooks: in place\n"
     )
-    env = {**os.environ, "RAYTRACE_LOG_DIR": str(tmp_path / "logs")}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
+    _run_child(code, tmp_path)
     assert list((tmp_path / "logs").rglob("*.jsonl")), "the batch was recorded"
 
 
@@ -113,6 +104,12 @@ def test_a_worker_s_first_call_loads_only_what_every_call_needs(tmp_path: Path) 
         "assert not loaded, loaded\n"
         "assert 'raytrace_kit._worker.watch' in sys.modules  # the kit's thread: started\n"
     )
+    _run_child(code, tmp_path)
+    assert list((tmp_path / "logs").rglob("*.jsonl")), "the call was recorded"
+
+
+def _run_child(code: str, tmp_path: Path) -> None:
+    """``code`` in a fresh interpreter, the kit's records under ``tmp_path/logs``; it passes."""
     env = {**os.environ, "RAYTRACE_LOG_DIR": str(tmp_path / "logs")}
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -123,4 +120,3 @@ def test_a_worker_s_first_call_loads_only_what_every_call_needs(tmp_path: Path) 
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    assert list((tmp_path / "logs").rglob("*.jsonl")), "the call was recorded"
