@@ -137,6 +137,27 @@ class TestStragglers:
         assert "held it 4.60 s more" in found.evidence
 
 
+    def test_a_call_that_began_late_is_no_straggler(self, tmp_path: Path) -> None:
+        """The last call ran 0.05 s but began 2.5 s late (a worker starting): not its input.
+
+        CI saw this on a clean Ray Data pipeline: 7 of 8 tiny tasks done at once, the eighth
+        waiting for a worker process, and the report blamed the eighth call's input.
+        """
+        late, slow = ["a" * 48, "b" * 48, "c" * 48], ["d" * 48, "e" * 48, "f" * 48]
+        driver = [_get(40, 1.0, 3.0, late, 3), _get(50, 10.0, 5.0, slow, 3)]
+        calls = [
+            *_call("l1", late[0], 1.0, 1.1), *_call("l2", late[1], 1.0, 1.2),
+            *_call("l3", late[2], 3.7, 3.75),  # held it 2.55 s, ran 0.05 s of them
+            *_call("s1", slow[0], 10.0, 10.2), *_call("s2", slow[1], 10.0, 10.3),
+            *_call("s3", slow[2], 11.0, 14.9),  # began 0.7 s late, then ran 3.9 s alone
+        ]  # fmt: skip
+        _write(tmp_path, driver, calls)
+        made = raytrace_kit.report(tmp_path)
+        (found,) = [f for f in made.findings if f.kind == "driver_straggler"]
+        assert "ray.get at main.py:50 (in main)" in found.evidence
+        assert "call s3 (task ffffffffffffffff" in found.evidence
+        assert "held it 4.60 s more" in found.evidence
+
 class TestSubmittedLoops:
     """The driver's call.submit records: a line whose calls ran one after another."""
 

@@ -33,7 +33,8 @@ __all__ = [
 DRIVER_GLOB = "driver-*.jsonl"
 LOOP_MIN_GETS = 5  # gets at one line, each on the call submitted just before: a loop
 HELD_MIN_S = 1.0  # a straggler held the driver's wait alone at least this long...
-HELD_SHARE = 0.1  # ...and this share of the wait
+HELD_SHARE = 0.1  # ...and this share of the wait,
+RAN_SHARE = 0.5  # ...and ran for at least half of that hold (it did not start late)
 LONG_WAITS = 20  # the longest waits on several calls, kept to find their stragglers
 SITES_SHOWN = 10
 

@@ -15,6 +15,7 @@ from raytrace_kit._reports.reading.driver import (
     HELD_MIN_S,
     HELD_SHARE,
     LOOP_MIN_GETS,
+    RAN_SHARE,
     DriverRecord,
     Wait,
     Waited,
@@ -69,8 +70,16 @@ def _stragglers(record: DriverRecord, waited: dict[str, Waited | None]) -> list[
         calls.sort(key=lambda w: w.ended)
         last, before = calls[-1], calls[-2]
         begun = seconds(wait.started)
-        held = seconds(last.ended) - max(seconds(before.ended), begun)
+        end, others = seconds(last.ended), max(seconds(before.ended), begun)
+        held = end - others
         if held < HELD_MIN_S or held < HELD_SHARE * wait.blocked_s:
+            continue
+        # Of the hold, the time the call itself ran: one that began late (a worker still
+        # starting, its arguments still being made) ended late for want of a start.
+        ran = (
+            held if last.call.duration_s is None else end - max(others, end - last.call.duration_s)
+        )
+        if ran < HELD_MIN_S or ran < RAN_SHARE * held:
             continue
         if wait.where in worst and worst[wait.where][0] >= held:
             continue
