@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import shutil
 import statistics
+import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, MutableMapping
@@ -24,6 +28,27 @@ def cache_bytecode(env: MutableMapping[str, str] = os.environ) -> None:
     """
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+
+
+def source_of(before: str, temp: Path) -> Path:
+    """The ``src`` directory of ``before``: a directory as given, or a git ref checked out.
+
+    For a variant ``--before REF``: the kit as it was at that commit, in ``temp``.
+    """
+    if Path(before).is_dir():
+        return Path(before).resolve()
+    git = shutil.which("git")
+    if git is None:
+        msg = f"--before {before}: not a directory, and no git to read it as a ref"
+        raise SystemExit(msg)
+    repository = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(
+        [git, "-C", str(repository), "archive", before, "src"], capture_output=True, check=True
+    )
+    tree = temp / "before"
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as files:
+        files.extractall(tree, filter="data")
+    return tree / "src"
 
 
 def interleave(variants: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:

@@ -26,18 +26,16 @@ Run: python benchmarks/first_call.py [--before 3afaa71] [--rounds 21] [--modules
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
-from _harness import cache_bytecode, floor, interleave
+from _harness import cache_bytecode, floor, interleave, source_of
 
 HERE = Path(__file__).resolve()
 SOURCE = HERE.parents[1] / "src"
@@ -75,23 +73,6 @@ print(json.dumps({
     "file": sys.modules["raytrace_kit"].__file__,
 }))
 """
-
-
-def _source(before: str, temp: Path) -> Path:
-    """The ``src`` directory of ``before``: a directory as given, or a git ref checked out."""
-    if Path(before).is_dir():
-        return Path(before).resolve()
-    git = shutil.which("git")
-    if git is None:
-        msg = f"--before {before}: not a directory, and no git to read it as a ref"
-        raise SystemExit(msg)
-    archive = subprocess.run(
-        [git, "-C", str(HERE.parents[1]), "archive", before, "src"], capture_output=True, check=True
-    )
-    tree = temp / "before"
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as files:
-        files.extractall(tree, filter="data")
-    return tree / "src"
 
 
 class Variant:
@@ -147,7 +128,7 @@ def main() -> None:
             "after (2)": Variant(SOURCE, temp, "after2"),
         }
         if args.before:
-            variants["before"] = Variant(_source(args.before, temp), temp, "before")
+            variants["before"] = Variant(source_of(args.before, temp), temp, "before")
         for variant in variants.values():  # bytecode cached, page cache warm
             variant()
             variant.loads.clear()

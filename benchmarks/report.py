@@ -29,7 +29,11 @@ Peak memory is given twice: the largest process's (``wait4``), and the process t
 
 Targets (issues 14, 26 and 42): the report in at most 3 s and 256 MB peak, for each shape.
 
+  report, before    with --before REF: the report by the kit of a git ref (or a src/),
+                    the same hour, on the same files
+
 Run: python benchmarks/report.py [--calls 500000] [--rounds 3] [--shape pipeline|real|both]
+     [--before REF]
 """
 
 from __future__ import annotations
@@ -48,14 +52,21 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _harness import cache_bytecode
+from _harness import cache_bytecode, source_of
 from real_session import write_real_session  # the real-shaped session
 
 PROCESSES = 8
 MIB = 2**20
 
 
-def variants(session: Path) -> dict[str, list[str]]:
+_BEFORE = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); import raytrace_kit; "
+    "assert raytrace_kit.__file__.startswith(sys.path[0]), raytrace_kit.__file__; "
+    "from raytrace_kit.cli import main; raise SystemExit(main())"
+)
+
+
+def variants(session: Path, before: Path | None = None) -> dict[str, list[str]]:
     beside = Path(sys.executable).with_name("raytrace-kit")  # the venv's, even if not on PATH
     command = str(beside) if beside.exists() else shutil.which("raytrace-kit") or "raytrace-kit"
     calls = "import raytrace_kit, sys; print(len(raytrace_kit.open_session(sys.argv[1]).calls()))"
@@ -63,13 +74,23 @@ def variants(session: Path) -> dict[str, list[str]]:
         "import sys; from raytrace_kit._reports.cluster import report_in_parallel; "
         "print(report_in_parallel(sys.argv[1], processes=1))"
     )
-    return {
+    made = {
         "report": [command, "report", str(session)],
         "report (again)": [command, "report", str(session)],
         "one process": [sys.executable, "-c", one, str(session)],
         "report --json": [command, "report", str(session), "--json"],
         "calls() for ref.": [sys.executable, "-c", calls, str(session)],
     }
+    if before is not None:  # the same report by the kit of --before (its own src first)
+        made["report, before"] = [
+            sys.executable,
+            "-c",
+            _BEFORE,
+            str(before),
+            "report",
+            str(session),
+        ]
+    return made
 
 
 def rotate_as_long_runs_do() -> None:
@@ -246,14 +267,17 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shape", choices=["pipeline", "real", "both"], default="both")
+    parser.add_argument("--before", help="a git ref (or a src directory): its report beside")
     args = parser.parse_args()
     shapes = ["pipeline", "real"] if args.shape == "both" else [args.shape]
     for shape in shapes:
         with tempfile.TemporaryDirectory() as tmp:  # one session on disk at a time
-            session = Path(tmp)
+            session = Path(tmp) / "session"
+            session.mkdir()
+            before = source_of(args.before, Path(tmp)) if args.before else None
             print(f"\n--- {shape} ---", flush=True)
             write_and_say(session, args.calls, shape)
-            results = compare(variants(session), args.rounds, "report")
+            results = compare(variants(session, before), args.rounds, "report")
             base = statistics.median(r.seconds for r in results["report"])
             floor = statistics.median(r.seconds for r in results["report (again)"]) / base
             print(f"\nnoise floor (report again / report): {floor:.3f}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from array import array
 from datetime import datetime, timedelta, timezone
 
@@ -10,7 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raytrace_kit._reports.cluster import from_micros, micros
-from raytrace_kit._reports.reading import Clock, Stamps, column_loops, grouped, joined, read_stamp
+from raytrace_kit._reports.reading import (
+    Clock,
+    Stamps,
+    column_loops,
+    first_rows,
+    grouped,
+    looked_up,
+    read_stamp,
+    reduced,
+)
 from raytrace_kit._reports.run import loops_of
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -81,6 +91,19 @@ class TestStamps:
             assert from_micros(micros(stamp)) == Clock()(stamp), stamp
 
 
+def _joined(keys: numpy.ndarray, side: array[int], stamps: Stamps, *, last: bool) -> numpy.ndarray:
+    found, (values,) = reduced(
+        numpy, numpy.frombuffer(side, dtype=numpy.int64), [stamps.seconds(numpy)], last=last
+    )
+    return looked_up(numpy, keys, found, values)
+
+
+_SIDE = st.lists(
+    st.tuples(st.integers(0, 6), st.one_of(st.just(float("nan")), st.integers(0, 9).map(float))),
+    max_size=30,
+)
+
+
 class TestJoined:
     """Each task's first start read, or latest end, from the other side; NaN where none."""
 
@@ -91,15 +114,57 @@ class TestJoined:
             stamps.add(f"2026-01-01T00:00:0{second}.000000+00:00")
         keys = numpy.array([5, 7, 8], dtype=numpy.int64)  # 8: never on the other side
         base = clock("2026-01-01T00:00:00.000000+00:00")
-        first = joined(numpy, keys, side, stamps, last=False)
-        latest = joined(numpy, keys, side, stamps, last=True)
+        first = _joined(keys, side, stamps, last=False)
+        latest = _joined(keys, side, stamps, last=True)
         assert ((first[:2] - base).tolist(), (latest[:2] - base).tolist()) == (
             [1.0, 2.0],
             [1.0, 3.0],
         )
         assert numpy.isnan(first[2])
         assert numpy.isnan(latest[2])
-        assert numpy.isnan(joined(numpy, keys, array("q"), Stamps(), last=True)).all()
+        assert numpy.isnan(_joined(keys, array("q"), Stamps(), last=True)).all()
+
+    @given(_SIDE, _SIDE, st.booleans())
+    def test_two_shares_reduced_apart_reduce_to_all_read_at_once(
+        self, one: list[tuple[int, float]], two: list[tuple[int, float]], last: bool
+    ) -> None:
+        """What two readers reduce, reduced again, is what one reader of both reduces."""
+
+        def columns(rows: list[tuple[int, float]]) -> tuple[numpy.ndarray, numpy.ndarray]:
+            keys = numpy.array([k for k, _ in rows], dtype=numpy.int64)
+            return keys, numpy.array([v for _, v in rows], dtype=numpy.float64)
+
+        keys, values = columns(one + two)
+        whole, (expected,) = reduced(numpy, keys, [values], last=last)
+        parts = [
+            reduced(numpy, *columns(rows)[:1], [columns(rows)[1]], last=last) for rows in (one, two)
+        ]
+        again, (got,) = reduced(
+            numpy,
+            numpy.concatenate([p[0] for p in parts]),
+            [numpy.concatenate([p[1][0] for p in parts])],
+            last=last,
+        )
+        assert again.tolist() == whole.tolist()
+        assert numpy.array_equal(got, expected, equal_nan=True)
+        # The reference: each key's first value read, or its latest (NaN if any was NaN).
+        for key, value in zip(whole.tolist(), expected.tolist(), strict=True):
+            mine = [v for k, v in one + two if k == key]
+            nan = any(math.isnan(v) for v in mine)
+            want = (float("nan") if nan else max(mine)) if last else mine[0]
+            assert numpy.array_equal(value, want, equal_nan=True)
+
+    @given(st.lists(st.integers(0, 5), max_size=30), st.lists(st.integers(0, 5), max_size=30))
+    def test_first_rows_of_shares_then_again_are_the_first_rows(
+        self, one: list[int], two: list[int]
+    ) -> None:
+        """Each key's first row, in reading order, whether found per share first or not."""
+        whole = numpy.array(one + two, dtype=numpy.int64)
+        parts = [numpy.array(rows, dtype=numpy.int64) for rows in (one, two)]
+        kept = numpy.concatenate([part[first_rows(numpy, part)] for part in parts])
+        expected = list(dict.fromkeys(one + two))
+        assert whole[first_rows(numpy, whole)].tolist() == expected
+        assert kept[first_rows(numpy, kept)].tolist() == expected
 
 
 class TestLoops:

@@ -136,7 +136,6 @@ class TestStragglers:
         assert "2 were done 0.30 s in, and call s3 (task cccccccccccccccc" in found.evidence
         assert "held it 4.60 s more" in found.evidence
 
-
     def test_a_call_that_began_late_is_no_straggler(self, tmp_path: Path) -> None:
         """The last call ran 0.05 s but began 2.5 s late (a worker starting): not its input.
 
@@ -157,6 +156,7 @@ class TestStragglers:
         assert "ray.get at main.py:50 (in main)" in found.evidence
         assert "call s3 (task ffffffffffffffff" in found.evidence
         assert "held it 4.60 s more" in found.evidence
+
 
 class TestSubmittedLoops:
     """The driver's call.submit records: a line whose calls ran one after another."""

@@ -12,7 +12,6 @@ only for a session with submissions.
 from __future__ import annotations
 
 import re
-from array import array
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,12 @@ __all__ = [
     "column_loops",
     "decode_submission",
     "first_last_stamps",
+    "first_rows",
     "grouped",
-    "joined",
+    "looked_up",
     "microseconds",
     "read_stamp",
+    "reduced",
     "seconds",
 ]
 
@@ -148,28 +149,32 @@ _STAMP = 26  # "2026-01-01T00:00:00.000000": the UTC offset after it is always +
 _EPOCH = b"1970-01-01T00:00:00.000000"
 
 
-def joined(
-    numpy: Any,
-    keys: Any,
-    side: array[int],
-    stamps: Stamps,
-    *,
-    last: bool,
-) -> Any:
-    """Each task's (``keys``) time on the other side: its last, or its first read; NaN if none."""
-    found = numpy.frombuffer(side, dtype=numpy.int64)
+def first_rows(numpy: Any, keys: Any) -> Any:
+    """The rows of each key's first read, in reading order."""
+    return numpy.sort(numpy.unique(keys, return_index=True)[1])
+
+
+def reduced(numpy: Any, found: Any, columns: list[Any], *, last: bool) -> tuple[Any, list[Any]]:
+    """Each key (``found``) once, sorted, with its ``columns``' first read values, or latest.
+
+    ``last``: each column's latest value (NaN if any is NaN: it sorts last). Keys
+    reduced, then read again with more keys after them, reduce to what all would have:
+    two readers' shares reduce apart, and once more where they are merged.
+    """
+    order = numpy.argsort(found, kind="stable")
+    found = found[order]
+    if not len(found):
+        return found, [column[order] for column in columns]
+    starts = numpy.flatnonzero(numpy.append(True, found[1:] != found[:-1]))
+    if last:
+        return found[starts], [numpy.maximum.reduceat(c[order], starts) for c in columns]
+    return found[starts], [column[order][starts] for column in columns]
+
+
+def looked_up(numpy: Any, keys: Any, found: Any, values: Any) -> Any:
+    """Each of ``keys``' value among the sorted ``found`` keys' ``values``; NaN if none."""
     if not len(found):
         return numpy.full(len(keys), numpy.nan)
-    values = stamps.seconds(numpy)
-    if last:  # the latest of a task's
-        order = numpy.lexsort((values, found))
-        found, values = found[order], values[order]
-        keep = numpy.append(found[1:] != found[:-1], True)
-    else:  # the first read of a task's
-        order = numpy.argsort(found, kind="stable")
-        found, values = found[order], values[order]
-        keep = numpy.append(True, found[1:] != found[:-1])
-    found, values = found[keep], values[keep]
     at = numpy.searchsorted(found, keys).clip(max=len(found) - 1)
     return numpy.where(found[at] == keys, values[at], numpy.nan)
 

@@ -25,11 +25,12 @@ from raytrace_kit._reports.reading.columns import (
     column_loops,
     decode_submission,
     grouped,
-    joined,
+    looked_up,
 )
 from raytrace_kit._reports.reading.counts import has_submissions
 from raytrace_kit._reports.run.by_value import ByValue
 from raytrace_kit._reports.run.flights import LOOP_MIN, behind, flights
+from raytrace_kit._reports.run.queue_columns import Packed
 
 __all__ = [
     "MAX_LISTED",
@@ -110,6 +111,7 @@ class Queues:
         self.busy_since: dict[str, float] = {}  # actor -> its current busy stretch's start
         self.made: dict[str, dict[str, Any]] = {}  # actor -> async, max_concurrency (made)
         self.by_value = ByValue()  # large arguments and functions (see .by_value)
+        self.packed: Packed | None = None  # the columns above as arrays (see pack())
 
     def line(self, raw: bytes) -> None:
         """Take one ``call.submit`` or ``call.stuck`` line (``iter_calls``' others)."""
@@ -159,20 +161,8 @@ class Queues:
         import numpy  # noqa: PLC0415 -- only for a session read in shares (150 ms)
 
         ours = numpy.array([*(self._number(name) for name in other.names), -1], dtype=numpy.int64)
-        theirs = numpy.frombuffer(other.submit_names, dtype=numpy.int64)
-        self.submit_names.frombytes(ours[theirs].tobytes())  # -1 (none) stays -1: ours[-1]
-        for mine, more in (
-            (self.submit_keys, other.submit_keys),
-            (self.start_keys, other.start_keys),
-            (self.end_keys, other.end_keys),
-            (self.by_driver, other.by_driver),
-            (self.with_args, other.with_args),
-        ):
-            mine.extend(more)
-        self.submit_stamps.merge(other.submit_stamps)
-        self.start_stamps.merge(other.start_stamps)
-        self.start_idle.merge(other.start_idle)
-        self.end_stamps.merge(other.end_stamps)
+        mine, theirs = self.pack(), other.pack()
+        self.packed = mine.then(numpy, theirs, ours)
         for task in other.first_task_ids:
             if len(self.first_task_ids) < KEEP_TASK_IDS:
                 self.first_task_ids.setdefault(task)
@@ -269,25 +259,42 @@ class Queues:
         """A stamp in these tables' unit: seconds (:class:`joins.NodeQueues`: microseconds)."""
         return self.clock(stamp)
 
+    def pack(self) -> Packed:
+        """The columns as arrays, each task's rows reduced (:class:`Packed`), kept as such.
+
+        A reader of a share packs its own, on its core, before its share is merged.
+        """
+        if self.packed is not None and not (self.submit_keys or self.start_keys or self.end_keys):
+            return self.packed  # nothing read since
+        import numpy  # noqa: PLC0415 -- only for a session with submissions (150 ms)
+
+        packed = Packed.of(numpy, self)
+        if self.packed is not None:  # packed before: those rows came first, numbered alike
+            same = numpy.append(numpy.arange(len(self.names), dtype=numpy.int64), -1)
+            packed = self.packed.then(numpy, packed, same)
+        self.packed = packed
+        self.submit_keys, self.submit_names = array("q"), array("q")
+        self.by_driver, self.with_args = bytearray(), bytearray()
+        self.start_keys, self.end_keys = array("q"), array("q")
+        self.submit_stamps, self.start_stamps = Stamps(), Stamps()
+        self.start_idle, self.end_stamps = Stamps(), Stamps()
+        return packed
+
     def results(self, ended: Callable[[str], str | None]) -> dict[str, Any]:
         """Time in queue per function, calls never started, stuck calls (for the report).
 
         ``ended`` gives a call's status by its id (``None`` if it never ended).
         """
-        if not self.submit_keys:
+        if not self.submit_keys and (self.packed is None or not len(self.packed.submit)):
             return flights({}, [], 0, self.stuck.values(), ended, [], {}, made=self.made)
         import numpy  # noqa: PLC0415 -- only for a session with submissions (150 ms)
 
-        keys = numpy.frombuffer(self.submit_keys, dtype=numpy.int64)
-        rows = numpy.sort(numpy.unique(keys, return_index=True)[1])  # a task's first
-        keys = keys[rows]
-        when = self.submit_stamps.seconds(numpy)[rows]
-        named = numpy.frombuffer(self.submit_names, dtype=numpy.int64).reshape(-1, 3)[rows]
-        function, site, actor = named[:, 0], named[:, 1], named[:, 2]
-        driver = numpy.frombuffer(self.by_driver, dtype=numpy.uint8)[rows].astype(bool)
-        begun = joined(numpy, keys, self.start_keys, self.start_stamps, last=False)
-        idle = joined(numpy, keys, self.start_keys, self.start_idle, last=False)  # begun's
-        ends = joined(numpy, keys, self.end_keys, self.end_stamps, last=True)
+        packed = self.pack()  # each task's first submission, first start, last end
+        keys, when, driver = packed.submit, packed.when, packed.driver
+        function, site, actor = packed.names[:, 0], packed.names[:, 1], packed.names[:, 2]
+        begun = looked_up(numpy, keys, packed.starts, packed.begun)
+        idle = looked_up(numpy, keys, packed.starts, packed.idle)  # begun's
+        ends = looked_up(numpy, keys, packed.ends, packed.ended)
         names = list(self.names)
         started = ~numpy.isnan(begun)
         # Time in queue: each function's, in the order the functions were first started.
@@ -297,8 +304,7 @@ class Queues:
         # or the submission, to the start): the wait no call ahead explains, no start-up
         # either. Not an actor's (its queue is the serializing rule's, behind its calls
         # while they ran), nor one whose arguments were refs (it waited for those first).
-        inputs = numpy.frombuffer(self.with_args, dtype=numpy.uint8)[rows].astype(bool)
-        counted = started & (actor < 0) & ~inputs
+        counted = started & (actor < 0) & ~packed.inputs
         since = numpy.maximum(when, idle)
         idled = numpy.where(begun > since, begun - since, 0.0)
         backlog = _named(names, grouped(numpy, function[counted], idled[counted]))
