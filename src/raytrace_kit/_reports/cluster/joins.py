@@ -52,7 +52,7 @@ class NodeQueues(Queues):
         self.waiting: dict[int, tuple[str, int]] = {}  # index -> (site, submitted): end due
 
     def line(self, raw: bytes) -> None:
-        if b'"event":"call.submit"' not in raw[:120]:
+        if raw.find(b'"event":"call.submit"', 0, 120) < 0:
             super().line(raw)
             return
         try:

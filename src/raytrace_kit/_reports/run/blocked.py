@@ -45,7 +45,7 @@ class BlockedLoops:
 
     def line(self, raw: bytes) -> None:
         """Take one ``call.*`` line other than a start or end (others are not ours)."""
-        if _MARK not in raw[:120]:
+        if raw.find(_MARK, 0, 120) < 0:
             return
         try:
             event = _DECODE(raw)

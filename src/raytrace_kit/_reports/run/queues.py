@@ -116,7 +116,7 @@ class Queues:
     def line(self, raw: bytes) -> None:
         """Take one ``call.submit`` or ``call.stuck`` line (``iter_calls``' others)."""
         try:
-            if b'"event":"call.submit"' in raw[:120]:
+            if raw.find(b'"event":"call.submit"', 0, 120) >= 0:
                 record = decode_submission(raw)
                 stamp = record.timestamp
                 if (self.since is not None and stamp < self.since) or (
@@ -145,11 +145,11 @@ class Queues:
                     )
                     self.by_driver.append(record.parent_call_id is None)
                     self.with_args.append(has_arg_refs(raw))
-            elif b'"event":"call.stuck"' in raw[:120]:
+            elif raw.find(b'"event":"call.stuck"', 0, 120) >= 0:
                 event = _STUCK(raw)
                 if event.call_id in self.stuck or len(self.stuck) < MAX_LISTED:
                     self.stuck[event.call_id] = event
-            elif b'"event":"call.cancel"' in raw[:120]:
+            elif raw.find(b'"event":"call.cancel"', 0, 120) >= 0:
                 cancel = _CANCEL(raw)
                 if cancel.force and cancel.task_id and len(self.killed) < MAX_LISTED:
                     self.killed.add(cancel.task_id)
