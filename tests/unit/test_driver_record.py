@@ -117,6 +117,15 @@ class TestLoops:
         ]
 
 
+def _the_straggler(
+    directory: Path, driver: list[dict[str, Any]], calls: list[dict[str, Any]]
+) -> raytrace_kit.Finding:
+    """The one driver's-straggler finding of the report of these records."""
+    _write(directory, driver, calls)
+    (found,) = [f for f in raytrace_kit.report(directory).findings if f.kind == "driver_straggler"]
+    return found
+
+
 class TestStragglers:
     """A long wait whose last call held it alone names that call; an even one names none."""
 
@@ -129,9 +138,7 @@ class TestStragglers:
             *_call("e1", even[0], 10.0, 14.7), *_call("e2", even[1], 10.0, 14.8),
             *_call("e3", even[2], 10.0, 14.9),  # all slow alike: no straggler
         ]  # fmt: skip
-        _write(tmp_path, driver, calls)
-        made = raytrace_kit.report(tmp_path)
-        (found,) = [f for f in made.findings if f.kind == "driver_straggler"]
+        found = _the_straggler(tmp_path, driver, calls)
         assert "ray.get at main.py:40 (in main) blocked 5.00 s on 3 calls" in found.evidence
         assert "2 were done 0.30 s in, and call s3 (task cccccccccccccccc" in found.evidence
         assert "held it 4.60 s more" in found.evidence
@@ -150,9 +157,7 @@ class TestStragglers:
             *_call("s1", slow[0], 10.0, 10.2), *_call("s2", slow[1], 10.0, 10.3),
             *_call("s3", slow[2], 11.0, 14.9),  # began 0.7 s late, then ran 3.9 s alone
         ]  # fmt: skip
-        _write(tmp_path, driver, calls)
-        made = raytrace_kit.report(tmp_path)
-        (found,) = [f for f in made.findings if f.kind == "driver_straggler"]
+        found = _the_straggler(tmp_path, driver, calls)
         assert "ray.get at main.py:50 (in main)" in found.evidence
         assert "call s3 (task ffffffffffffffff" in found.evidence
         assert "held it 4.60 s more" in found.evidence

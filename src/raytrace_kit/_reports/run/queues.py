@@ -87,20 +87,9 @@ class Queues:
         self.joined = joined
         self.since, self.until = since, until  # the report's window, on submission times
         self.clock = Clock()
-        # Submissions, one row each, in reading order: the task, when, the names' numbers
-        # (function, site, actor: -1 for none), whether the driver submitted it.
-        self.submit_keys = array("q")
-        self.submit_stamps = Stamps()
-        self.submit_names = array("q")  # three per row
-        self.by_driver = bytearray()
-        self.with_args = bytearray()  # whether its arguments include refs (has_arg_refs)
+        self._new_columns()
         self.first_task_ids: dict[str, None] = {}  # the first tasks' ids (a report lists a few)
         self.names: dict[str, int] = {}  # each function, site, actor, numbered once
-        self.start_keys = array("q")  # each task's first attempt's start(s)
-        self.start_stamps = Stamps()
-        self.start_idle = Stamps()  # ...and since when its process idled (its last end)
-        self.end_keys = array("q")  # every attempt's end: a task's last, for a loop's calls
-        self.end_stamps = Stamps()
         self.stuck: dict[str, Stuck] = {}
         self.shared: dict[str, str] = {}  # each function, site, actor's one copy (joins)
         self.killed: set[str] = set()  # tasks ray.cancel(force=True) ended: their workers
@@ -273,12 +262,23 @@ class Queues:
             same = numpy.append(numpy.arange(len(self.names), dtype=numpy.int64), -1)
             packed = self.packed.then(numpy, packed, same)
         self.packed = packed
-        self.submit_keys, self.submit_names = array("q"), array("q")
-        self.by_driver, self.with_args = bytearray(), bytearray()
-        self.start_keys, self.end_keys = array("q"), array("q")
-        self.submit_stamps, self.start_stamps = Stamps(), Stamps()
-        self.start_idle, self.end_stamps = Stamps(), Stamps()
+        self._new_columns()  # what is read from now on: packed after these
         return packed
+
+    def _new_columns(self) -> None:
+        """Empty columns, for the rows read from now on."""
+        # Submissions, one row each, in reading order: the task, when, the names' numbers
+        # (function, site, actor: -1 for none), whether the driver submitted it.
+        self.submit_keys = array("q")
+        self.submit_stamps = Stamps()
+        self.submit_names = array("q")  # three per row
+        self.by_driver = bytearray()
+        self.with_args = bytearray()  # whether its arguments include refs (has_arg_refs)
+        self.start_keys = array("q")  # each task's first attempt's start(s)
+        self.start_stamps = Stamps()
+        self.start_idle = Stamps()  # ...and since when its process idled (its last end)
+        self.end_keys = array("q")  # every attempt's end: a task's last, for a loop's calls
+        self.end_stamps = Stamps()
 
     def results(self, ended: Callable[[str], str | None]) -> dict[str, Any]:
         """Time in queue per function, calls never started, stuck calls (for the report).
